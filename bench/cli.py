@@ -1,0 +1,278 @@
+"""``rdmaq bench``: dequeue latency of rdmaq and vLLM's MessageQueue, same harness, same run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+from rdmaq_bench import machine
+from rdmaq_bench.queues import ADAPTERS, make_adapter
+
+DEFAULT_QUEUES = "rdmaq-shm,rdmaq-verbs,vllm"
+SCHEMA = "rdmaq-bench/1"
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmM]?)[bB]?\s*$")
+_PACE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)?\s*$")
+
+
+def parse_size(s: str) -> int:
+    m = _SIZE_RE.match(s)
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad size {s!r}: use bytes, or a number with K or M (e.g. 2K)")
+    n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"bad size {s!r}: must be positive")
+    return n
+
+
+def parse_pace(s: str) -> int:
+    m = _PACE_RE.match(s)
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad pace {s!r}: use 0, or a duration such as 500us, 1ms, 10ms")
+    v = float(m.group(1))
+    unit = m.group(2) or ("s" if v == 0 else None)
+    if unit is None:
+        raise argparse.ArgumentTypeError(f"bad pace {s!r}: give a unit (ns, us, ms, s)")
+    return int(round(v * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]))
+
+
+def parse_int_list(s: str, what: str, minimum: int = 0) -> list[int]:
+    try:
+        vals = [int(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad {what} list {s!r}: comma-separated integers") from None
+    if not vals or any(v < minimum for v in vals):
+        raise argparse.ArgumentTypeError(f"bad {what} list {s!r}: integers >= {minimum}")
+    return vals
+
+
+def parse_cpus(s: str) -> list[int] | None:
+    """'all', or a list like 0-3,8,10-11 (as taskset -c)."""
+    if s.strip().lower() == "all":
+        return None
+    cpus = set()
+    try:
+        for part in s.split(","):
+            part = part.strip()
+            if "-" in part:
+                a, b = part.split("-", 1)
+                cpus.update(range(int(a), int(b) + 1))
+            elif part:
+                cpus.add(int(part))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad cpu list {s!r}: use e.g. 0-3,6") from None
+    allowed = os.sched_getaffinity(0)
+    if not cpus:
+        raise argparse.ArgumentTypeError(f"bad cpu list {s!r}: empty")
+    if not cpus <= allowed:
+        raise argparse.ArgumentTypeError(
+            f"cpus {sorted(cpus - allowed)} are not available here (allowed: {sorted(allowed)})")
+    return sorted(cpus)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rdmaq bench",
+        description="One writer and N reader processes per queue (rdmaq shm, rdmaq verbs, vLLM's "
+                    "MessageQueue), same harness: one-way latency (max over readers), throughput, "
+                    "CPU time busy and idle, with optional CPU contention.")
+    p.add_argument("--queues", default=DEFAULT_QUEUES,
+                   help=f"comma list from {', '.join(ADAPTERS)} (default: %(default)s; "
+                        "unavailable ones are skipped with a message)")
+    p.add_argument("--readers", default="4,8", help="reader counts, e.g. 1,2,4,8 (default %(default)s)")
+    p.add_argument("--sizes", default="64,2K,40K,1M", help="payload sizes (default %(default)s)")
+    p.add_argument("--pace", default="0,1ms,10ms",
+                   help="writer pace: 0 = back to back, else the gap between sends "
+                        "(default %(default)s)")
+    p.add_argument("--messages", type=int, default=None,
+                   help="measured messages per sub-run (default: 5000 back to back; paced: "
+                        "--duration / pace, 200..5000)")
+    p.add_argument("--duration", type=float, default=2.5,
+                   help="target measured seconds of a paced sub-run (default %(default)s)")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="warm-up messages, excluded (default 200 back to back, 20 paced)")
+    p.add_argument("--time-cap", type=float, default=10.0,
+                   help="the writer stops a sub-run after this many seconds (default %(default)s)")
+    p.add_argument("--cpus", default="all",
+                   help="cpuset for writer, readers and attackers, e.g. 0-3 (default: all allowed)")
+    p.add_argument("--attackers", default="0", help="CPU-hog counts, e.g. 0,2 (default %(default)s)")
+    p.add_argument("--tokenizer-attacker", action="store_true",
+                   help="add one HF tokenizers batch-encoding process (its thread pool) to each cell")
+    p.add_argument("--idle-window", type=float, default=3.0,
+                   help="seconds of the idle CPU measurement per cell (default %(default)s)")
+    p.add_argument("--json", metavar="FILE", help="write every figure and the machine description here")
+    p.add_argument("--plot", metavar="FILE.png", help="latency CDFs and p99 vs attackers (matplotlib)")
+    p.add_argument("--plot-size", default=None, help="payload size for the plot (default 2K or first)")
+    p.add_argument("--plot-pace", default=None, help="pace for the plot (default: first non-zero)")
+    p.add_argument("--label", default=None, help="machine label recorded in the JSON and titles")
+    p.add_argument("--quick", action="store_true",
+                   help="short run: readers 2, sizes 64,40K, pace 0,1ms, few messages "
+                        "(explicit options still win)")
+    p.add_argument("--from-json", metavar="FILE",
+                   help="do not run: print the tables (and --plot) of an earlier --json file")
+    return p
+
+
+def _explicit(argv, flag):
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
+def make_subruns(sizes, paces, args) -> list[dict]:
+    subs = []
+    for size in sizes:
+        for pace in paces:
+            if args.messages is not None:
+                n = args.messages
+            elif pace == 0:
+                n = 5000
+            else:
+                n = max(200, min(5000, int(args.duration * 1e9 / pace)))
+            warm = args.warmup if args.warmup is not None else (200 if pace == 0 else 20)
+            if args.quick and args.messages is None:
+                n = 300 if pace == 0 else 100
+            if args.quick and args.warmup is None:
+                warm = 20
+            subs.append({"size": size, "pace_ns": pace, "n": n, "warmup": warm,
+                         "time_cap_s": args.time_cap})
+    return subs
+
+
+def _progress_factory(stream):
+    from rdmaq_bench.report import pace_label, size_label
+
+    def progress(cell, s, k, total):
+        lm = s["latency_max_over_readers"] or {}
+        p50, p99 = lm.get("p50_us"), lm.get("p99_us")
+        stream.write(
+            f"  [{k + 1}/{total}] {cell['queue']} rd={cell['readers']} att={cell['attackers']} "
+            f"{size_label(s['size'])} {pace_label(s['pace_ns'])}: n={s['measured']} "
+            f"p50={'-' if p50 is None else f'{p50:.1f}'}us p99={'-' if p99 is None else f'{p99:.1f}'}us"
+            + (f" ERRORS {s['errors'][:2]}" if s["errors"] else "") + "\n")
+        stream.flush()
+    return progress
+
+
+def finish(result, args, out=sys.stdout) -> None:
+    from rdmaq_bench.report import format_tables
+
+    print(format_tables(result), file=out)
+    if args.plot:
+        from rdmaq_bench.plot import plot
+
+        plot(result, args.plot,
+             size=parse_size(args.plot_size) if args.plot_size else None,
+             pace_ns=parse_pace(args.plot_pace) if args.plot_pace else None)
+        print(f"# plot written to {args.plot}", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        readers = parse_int_list(args.readers, "readers", 1)
+        sizes = [parse_size(x) for x in args.sizes.split(",") if x.strip()]
+        paces = [parse_pace(x) for x in args.pace.split(",") if x.strip()]
+        attackers = parse_int_list(args.attackers, "attackers", 0)
+        cpus = parse_cpus(args.cpus)
+        if args.plot_size:
+            parse_size(args.plot_size)
+        if args.plot_pace:
+            parse_pace(args.plot_pace)
+    except argparse.ArgumentTypeError as e:
+        parser.error(str(e))
+    queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    for q in queues:
+        if q not in ADAPTERS:
+            parser.error(f"unknown queue {q!r}; choose from {', '.join(ADAPTERS)}")
+    if args.messages is not None and args.messages < 1:
+        parser.error("--messages must be >= 1")
+    if args.warmup is not None and args.warmup < 0:
+        parser.error("--warmup must be >= 0")
+    if args.idle_window < 0 or args.time_cap <= 0 or args.duration <= 0:
+        parser.error("--idle-window must be >= 0, --time-cap and --duration > 0")
+
+    if args.from_json:
+        with open(args.from_json) as f:
+            result = json.load(f)
+        if result.get("schema") != SCHEMA:
+            print(f"rdmaq bench: {args.from_json} is not a {SCHEMA} file", file=sys.stderr)
+            return 2
+        finish(result, args)
+        return 0
+
+    if args.quick:
+        if not _explicit(argv, "--readers"):
+            readers = [2]
+        if not _explicit(argv, "--sizes"):
+            sizes = [64, 40 * 1024]
+        if not _explicit(argv, "--pace"):
+            paces = [0, 1_000_000]
+        if not _explicit(argv, "--idle-window"):
+            args.idle_window = 0.6
+        if not _explicit(argv, "--time-cap"):
+            args.time_cap = 3.0
+
+    from rdmaq_bench.runner import run_cell
+    from rdmaq_bench.report import compute_ratios, evaluate_targets
+    from rdmaq_bench.stats import CDF_Q
+
+    skipped = {}
+    usable = []
+    for q in queues:
+        why = make_adapter(q).available()
+        if why:
+            skipped[q] = why
+            print(f"rdmaq bench: skipping {q}: {why}", file=sys.stderr)
+        else:
+            usable.append(q)
+    if not usable:
+        print("rdmaq bench: no queue to measure", file=sys.stderr)
+        return 1
+
+    subruns = make_subruns(sizes, paces, args)
+    result = {
+        "schema": SCHEMA,
+        "argv": argv,
+        "config": {"queues": usable, "readers": readers, "sizes": sizes, "paces_ns": paces,
+                   "attackers": attackers, "cpus": cpus, "tokenizer_attacker": args.tokenizer_attacker,
+                   "idle_window_s": args.idle_window, "subruns": subruns, "quick": args.quick},
+        "machine": machine.describe(args.label),
+        "skipped": skipped,
+        "cdf_q": CDF_Q,
+        "cells": [],
+    }
+    progress = _progress_factory(sys.stderr)
+    plan = [(rd, att, q) for rd in readers for att in attackers for q in usable]
+    failed = 0
+    t0 = time.monotonic()
+    for i, (rd, att, q) in enumerate(plan):
+        print(f"rdmaq bench: cell {i + 1}/{len(plan)}: {q}, {rd} readers, cpus {args.cpus}, "
+              f"{att} attackers{', tokenizer attacker' if args.tokenizer_attacker else ''} "
+              f"({time.monotonic() - t0:.0f} s so far)", file=sys.stderr, flush=True)
+        cell, _ = run_cell(q, rd, cpus, att, args.tokenizer_attacker, subruns, args.idle_window, progress)
+        if cell["error"]:
+            failed += 1
+            print(f"rdmaq bench: cell failed: {cell['error']}", file=sys.stderr, flush=True)
+        elif any(s["errors"] for s in cell["subruns"]):
+            failed += 1
+        result["cells"].append(cell)
+    result["machine"]["loadavg_end"] = list(os.getloadavg())
+    result["machine"]["time_end"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    result["elapsed_s"] = time.monotonic() - t0
+    result["ratios"] = compute_ratios(result["cells"])
+    result["targets"] = evaluate_targets(result)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+        print(f"# results written to {args.json}", file=sys.stderr)
+    finish(result, args)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

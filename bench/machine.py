@@ -1,0 +1,91 @@
+"""What the benchmark ran on: recorded in every JSON file next to the figures."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+import time
+from importlib import metadata
+
+PACKAGES = ["rdmaq", "vllm", "torch", "pyzmq", "numpy", "psutil", "tokenizers", "cffi"]
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _hypervisor() -> bool | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return " hypervisor" in line
+    except OSError:
+        pass
+    return None
+
+
+def _mem_total_gib() -> float | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
+def _rdma_devices() -> list[str]:
+    try:
+        return sorted(os.listdir("/sys/class/infiniband"))
+    except OSError:
+        return []
+
+
+def versions() -> dict:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    if out.get("vllm") is None:  # a trimmed copy without dist-info (device runs)
+        try:
+            from vllm import _version
+
+            out["vllm"] = getattr(_version, "__version__", None) or getattr(_version, "version", None)
+        except Exception:
+            pass
+    return out
+
+
+def describe(label: str | None = None) -> dict:
+    uname = platform.uname()
+    return {
+        "label": label,
+        "hostname": socket.gethostname(),
+        "cpu_model": _cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "cpus_allowed": len(os.sched_getaffinity(0)),
+        "hypervisor_flag": _hypervisor(),
+        "mem_total_gib": _mem_total_gib(),
+        "kernel": uname.release,
+        "os": platform.platform(),
+        "machine": uname.machine,
+        "python": sys.version.split()[0],
+        "python_impl": platform.python_implementation(),
+        "rdma_devices": _rdma_devices(),
+        "versions": versions(),
+        "loadavg_start": list(os.getloadavg()),
+        "time_start": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }

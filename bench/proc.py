@@ -1,0 +1,183 @@
+"""Child processes: the writer, the readers and the CPU attackers.
+
+The writer and reader loops are the same for every queue; only the adapter's
+send/receive callables differ. Messages are tuples ``(kind, seq, t_ns,
+payload)``: ``t_ns`` is ``time.monotonic_ns()`` (CLOCK_MONOTONIC, comparable
+across processes of one host) taken just before the send call, so one-way
+latency includes serialization, the queue and deserialization, as a vLLM
+worker sees it. The parent drives the children over multiprocessing pipes;
+nothing on those pipes happens while messages are being timed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from array import array
+
+KIND_DATA = 0
+KIND_END_SUBRUN = 1
+KIND_END_ALL = 2
+
+
+def pin(cpus) -> None:
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
+def _fail(conn) -> None:
+    try:
+        conn.send(("error", traceback.format_exc()))
+    except Exception:
+        pass
+    sys.stderr.write(traceback.format_exc())
+    sys.exit(1)
+
+
+def writer_main(conn, adapter, n_readers, cpus) -> None:
+    try:
+        pin(cpus)
+        adapter.prepare()
+        conn.send(("imported", os.getpid()))
+        w, handle = adapter.create_writer(n_readers)
+        conn.send(("handle", handle))
+        adapter.writer_ready(w)
+        conn.send(("ready",))
+        send = adapter.sender(w)
+        while True:
+            cmd = conn.recv()
+            if cmd[0] == "run":
+                conn.send(("done", write_subrun(send, cmd[1])))
+            elif cmd[0] == "finish":
+                send((KIND_END_ALL, 0, time.monotonic_ns(), b""))
+                conn.send(("finished",))
+            elif cmd[0] == "exit":
+                break
+        adapter.close_writer(w)
+        conn.send(("bye",))
+    except BaseException:
+        _fail(conn)
+
+
+def write_subrun(send, sub) -> dict:
+    """Send warmup + n messages of sub['size'] bytes, one every sub['pace_ns'] (0 = back to back)."""
+    payload = os.urandom(sub["size"])
+    warmup, n = sub["warmup"], sub["n"]
+    pace_ns = sub["pace_ns"]
+    mono, ptime, sleep = time.monotonic_ns, time.process_time_ns, time.sleep
+    deadline = mono() + int(sub["time_cap_s"] * 1e9)
+    cpu0 = wall0 = None
+    sent = 0
+    for i in range(warmup + n):
+        if i == warmup:
+            cpu0, wall0 = ptime(), mono()
+        t = mono()
+        send((KIND_DATA, i, t, payload))
+        sent = i + 1
+        now = mono()
+        if now > deadline:
+            break
+        if pace_ns:
+            rem = t + pace_ns - now
+            if rem > 0:
+                sleep(rem / 1e9)
+    cpu1, wall1 = ptime(), mono()
+    send((KIND_END_SUBRUN, sent, mono(), b""))
+    return {
+        "sent": sent,
+        "measured": max(0, sent - warmup),
+        "cpu_ns": (cpu1 - cpu0) if cpu0 is not None else None,
+        "wall_ns": (wall1 - wall0) if wall0 is not None else None,
+    }
+
+
+def reader_main(conn, adapter, index, cpus) -> None:
+    try:
+        pin(cpus)
+        adapter.prepare()
+        conn.send(("imported", os.getpid()))
+        cmd = conn.recv()
+        assert cmd[0] == "handle", cmd
+        r = adapter.open_reader(cmd[1], index)
+        adapter.reader_ready(r)
+        conn.send(("ready",))
+        recv = adapter.receiver(r)
+        while True:
+            cmd = conn.recv()
+            if cmd[0] == "run":
+                conn.send(("done", read_subrun(recv, cmd[1])))
+            elif cmd[0] == "finish":
+                m = recv()
+                if m[0] != KIND_END_ALL:
+                    raise RuntimeError(f"expected the end message, got kind {m[0]}")
+                break
+        adapter.close_reader(r)
+        conn.send(("bye",))
+    except BaseException:
+        _fail(conn)
+
+
+def read_subrun(recv, sub) -> dict:
+    """Receive until the writer's end-of-subrun message; time each measured message."""
+    warmup, size = sub["warmup"], sub["size"]
+    mono, ptime = time.monotonic_ns, time.process_time_ns
+    send_t = array("q")
+    recv_t = array("q")
+    expected = 0
+    errors = []
+    cpu0 = wall0 = None
+    while True:
+        m = recv()
+        t = mono()
+        if m[0] != KIND_DATA:
+            break
+        seq = m[1]
+        if seq >= warmup:
+            if cpu0 is None:
+                cpu0, wall0 = ptime(), t
+            send_t.append(m[2])
+            recv_t.append(t)
+        if seq != expected and len(errors) < 10:
+            errors.append(f"got seq {seq}, expected {expected}")
+        expected = seq + 1
+        if len(m[3]) != size and len(errors) < 10:
+            errors.append(f"seq {seq}: {len(m[3])} bytes, expected {size}")
+    cpu1, wall1 = ptime(), mono()
+    if m[0] != KIND_END_SUBRUN:
+        errors.append(f"unexpected message kind {m[0]}")
+    elif m[1] != expected:
+        errors.append(f"writer sent {m[1]} messages, reader got up to seq {expected - 1}")
+    return {
+        "send_t": send_t.tobytes(),
+        "recv_t": recv_t.tobytes(),
+        "cpu_ns": (cpu1 - cpu0) if cpu0 is not None else None,
+        "wall_ns": (wall1 - wall0) if wall0 is not None else None,
+        "errors": errors,
+    }
+
+
+def hog_main(cpus) -> None:
+    """A CPU attacker: a pure busy loop in the given cpuset until terminated."""
+    pin(cpus)
+    x = 0
+    while True:
+        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+
+
+def tokenizer_main(conn, cpus) -> None:
+    """HF tokenizers batch encoding with its Rayon thread pool, as an API server's does."""
+    try:
+        pin(cpus)
+        os.environ["TOKENIZERS_PARALLELISM"] = "true"
+        from rdmaq_bench.tokattack import make_corpus, train_tokenizer
+
+        corpus = make_corpus(4000)
+        tok = train_tokenizer(corpus)
+        conn.send(("ready", tok.get_vocab_size()))
+        batch = corpus[:512]
+        while True:
+            tok.encode_batch(batch)
+    except BaseException:
+        _fail(conn)

@@ -1,0 +1,211 @@
+"""Text tables (perftest-like), ratios against vLLM and the targets, from the JSON result."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+BASELINE = "vllm"
+
+
+def size_label(n: int) -> str:
+    for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
+
+
+def pace_label(ns: int) -> str:
+    if ns == 0:
+        return "b2b"
+    if ns % 1_000_000 == 0:
+        return f"{ns // 1_000_000}ms"
+    if ns % 1_000 == 0:
+        return f"{ns // 1_000}us"
+    return f"{ns}ns"
+
+
+def cpus_label(cpus, machine) -> str:
+    if not cpus:
+        return f"all{machine.get('cpus_allowed', '')}"
+    return str(len(cpus))
+
+
+def contention_key(cell) -> tuple:
+    return (tuple(cell["cpus"]) if cell["cpus"] else None, cell["attackers"], cell["tokenizer_attacker"])
+
+
+def is_contended(cell, machine) -> bool:
+    """Attackers, the tokenizer attacker, or fewer cores than writer + readers."""
+    ncpu = len(cell["cpus"]) if cell["cpus"] else machine.get("cpus_allowed") or 0
+    return bool(cell["attackers"] or cell["tokenizer_attacker"] or ncpu < cell["readers"] + 1)
+
+
+def _f(v, fmt="{:.2f}"):
+    return "-" if v is None else fmt.format(v)
+
+
+def _pct(v):
+    return "-" if v is None else f"{100 * v:.1f}"
+
+
+def format_tables(result: dict) -> str:
+    m = result["machine"]
+    lines = []
+    hr = "-" * 128
+    lines.append(hr)
+    lines.append(f"# rdmaq bench on {m.get('label') or m.get('hostname')}: {m.get('cpu_model')}, "
+                 f"{m.get('cpus_allowed')} cpus, kernel {m.get('kernel')}, python {m.get('python')}, "
+                 f"load {' '.join(f'{x:.2f}' for x in m.get('loadavg_start', []))}")
+    lines.append("# one writer, N reader processes; latency = reader's return from dequeue - writer's "
+                 "CLOCK_MONOTONIC stamp before enqueue")
+    lines.append("# per message: max over readers (a TP step waits for its slowest worker); "
+                 "warm-up excluded; CPU% = per process, busy phase")
+    lines.append("# att = CPU-hog processes in the same cpuset; tok = tokenizer attacker; "
+                 "b2b = back to back (latency includes queueing)")
+    lines.append(hr)
+    lines.append(f"{'queue':<12}{'rd':>3}{'cpus':>7}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
+                 f"{'msgs':>7}{'p50[us]':>10}{'p99[us]':>10}{'p99.9[us]':>11}{'max[us]':>10}"
+                 f"{'kmsg/s':>9}{'MB/s':>9}{'rdCPU%':>8}{'wrCPU%':>8}")
+    for cell in result["cells"]:
+        head = (f"{cell['queue']:<12}{cell['readers']:>3}{cpus_label(cell['cpus'], m):>7}"
+                f"{cell['attackers']:>4}{('y' if cell['tokenizer_attacker'] else 'n'):>4}")
+        if cell.get("error"):
+            lines.append(f"{head}  ERROR: {cell['error'].splitlines()[-1][:90]}")
+        for s in cell["subruns"]:
+            lm = s["latency_max_over_readers"] or {}
+            tp = s.get("throughput_msgs_per_s")
+            lines.append(
+                f"{head}{size_label(s['size']):>7}{pace_label(s['pace_ns']):>6}{s['measured']:>7}"
+                f"{_f(lm.get('p50_us')):>10}{_f(lm.get('p99_us')):>10}{_f(lm.get('p999_us')):>11}"
+                f"{_f(lm.get('max_us'), '{:.1f}'):>10}{_f(tp and tp / 1e3, '{:.1f}'):>9}"
+                f"{_f(s.get('throughput_MB_per_s'), '{:.1f}'):>9}"
+                f"{_pct(s.get('reader_cpu_busy_frac_mean')):>8}{_pct(s.get('writer_cpu_busy_frac')):>8}"
+                + ("  ERRORS" if s["errors"] else ""))
+    lines.append(hr)
+    lines.append("# idle window (no messages; readers blocked in dequeue): CPU% per reader, mean "
+                 "[early half / late half of the window]")
+    for cell in result["cells"]:
+        idle = cell.get("idle")
+        if not idle:
+            continue
+        lines.append(f"{cell['queue']:<12}{cell['readers']:>3}{cpus_label(cell['cpus'], m):>7}"
+                     f"{cell['attackers']:>4}{('y' if cell['tokenizer_attacker'] else 'n'):>4}"
+                     f"   reader {_pct(idle['reader_cpu_frac_early_mean']):>6} / "
+                     f"{_pct(idle['reader_cpu_frac_late_mean']):>6}   writer "
+                     f"{_pct(idle['writer_cpu_frac_early']):>6} / {_pct(idle['writer_cpu_frac_late']):>6}"
+                     f"   (window {idle['window_s']:.1f} s)")
+    ratios = result.get("ratios") or []
+    if ratios:
+        lines.append(hr)
+        lines.append(f"# ratios against {BASELINE} from this run (< 1: lower latency than {BASELINE})")
+        lines.append(f"{'queue':<12}{'rd':>3}{'cpus':>7}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
+                     f"{'p50 ratio':>11}{'p99 ratio':>11}{'p99.9 ratio':>13}{'thru ratio':>12}")
+        for r in ratios:
+            lines.append(f"{r['queue']:<12}{r['readers']:>3}{cpus_label(r['cpus'], m):>7}"
+                         f"{r['attackers']:>4}{('y' if r['tokenizer_attacker'] else 'n'):>4}"
+                         f"{size_label(r['size']):>7}{pace_label(r['pace_ns']):>6}"
+                         f"{_f(r['p50_ratio'], '{:.3f}'):>11}{_f(r['p99_ratio'], '{:.3f}'):>11}"
+                         f"{_f(r['p999_ratio'], '{:.3f}'):>13}{_f(r['throughput_ratio'], '{:.3f}'):>12}")
+    targets = result.get("targets") or []
+    if targets:
+        lines.append(hr)
+        lines.append("# targets (reported, never asserted)")
+        for t in targets:
+            lines.append(f"# [{t['status']}] {t['name']}: {t['detail']}")
+    lines.append(hr)
+    return "\n".join(lines)
+
+
+def compute_ratios(cells: list[dict]) -> list[dict]:
+    base = {}
+    for c in cells:
+        if c["queue"] == BASELINE:
+            for s in c["subruns"]:
+                base[(c["readers"], contention_key(c), s["size"], s["pace_ns"])] = s
+    out = []
+    for c in cells:
+        if c["queue"] == BASELINE:
+            continue
+        for s in c["subruns"]:
+            b = base.get((c["readers"], contention_key(c), s["size"], s["pace_ns"]))
+            if not b or not b["latency_max_over_readers"] or not s["latency_max_over_readers"]:
+                continue
+            mine, theirs = s["latency_max_over_readers"], b["latency_max_over_readers"]
+
+            def ratio(k):
+                return mine[k] / theirs[k] if theirs[k] else None
+            tp, btp = s.get("throughput_msgs_per_s"), b.get("throughput_msgs_per_s")
+            out.append({
+                "queue": c["queue"], "readers": c["readers"], "cpus": c["cpus"],
+                "attackers": c["attackers"], "tokenizer_attacker": c["tokenizer_attacker"],
+                "size": s["size"], "pace_ns": s["pace_ns"],
+                "p50_ratio": ratio("p50_us"), "p99_ratio": ratio("p99_us"),
+                "p999_ratio": ratio("p999_us"),
+                "throughput_ratio": (tp / btp) if tp and btp else None,
+            })
+    return out
+
+
+def evaluate_targets(result: dict) -> list[dict]:
+    """The issue's targets, evaluated on this run; 'n/a' when the run lacks the configuration."""
+    m, cells, ratios = result["machine"], result["cells"], result.get("ratios") or []
+    cell_by = {(c["queue"], c["readers"], contention_key(c)): c for c in cells}
+    out = []
+
+    # 1. contended TP=8: rdmaq p99 (max over readers) <= 1/10 of vLLM's, paced runs
+    for q in ("rdmaq-shm", "rdmaq-verbs"):
+        rs = [r for r in ratios if r["queue"] == q and r["readers"] == 8 and r["pace_ns"] > 0
+              and is_contended(cell_by[(q, 8, contention_key(r))], m) and r["p99_ratio"] is not None]
+        if not rs:
+            continue
+        met = [r for r in rs if r["p99_ratio"] <= 0.1]
+        worst = max(rs, key=lambda r: r["p99_ratio"])
+        best = min(rs, key=lambda r: r["p99_ratio"])
+        out.append({
+            "name": f"contended TP=8 {q} p99 <= 1/10 of vllm (paced)",
+            "status": "met" if len(met) == len(rs) else ("partly met" if met else "missed"),
+            "detail": f"{len(met)}/{len(rs)} configurations; ratio best {best['p99_ratio']:.3f} "
+                      f"({size_label(best['size'])}, {pace_label(best['pace_ns'])}, att {best['attackers']}), "
+                      f"worst {worst['p99_ratio']:.3f} ({size_label(worst['size'])}, "
+                      f"{pace_label(worst['pace_ns'])}, att {worst['attackers']})",
+            "configs": len(rs), "met": len(met),
+        })
+
+    # 2. reader idle CPU < 1% (idle window), and busy-phase reader CPU at the slowest pace
+    for q in ("rdmaq-shm", "rdmaq-verbs", BASELINE):
+        qc = [c for c in cells if c["queue"] == q and c.get("idle")]
+        if not qc:
+            continue
+        late = max(c["idle"]["reader_cpu_frac_late_mean"] for c in qc)
+        early = max(c["idle"]["reader_cpu_frac_early_mean"] for c in qc)
+        paced = [s["reader_cpu_busy_frac_mean"] for c in qc for s in c["subruns"]
+                 if s["pace_ns"] >= 10_000_000 and s["reader_cpu_busy_frac_mean"] is not None]
+        det = (f"idle window, worst cell mean per reader: early {100 * early:.2f}%, late {100 * late:.2f}%")
+        if paced:
+            det += f"; between paced messages (pace >= 10 ms) up to {100 * max(paced):.1f}%"
+        ok = late < 0.01 and early < 0.01
+        out.append({"name": f"{q} reader idle CPU < 1%", "status": "met" if ok else "missed",
+                    "detail": det, "target_applies": q != BASELINE})
+
+    # 3. uncontended rdmaq-shm p50 <= vllm p50 for 64 B - 40 KB
+    rs = [r for r in ratios if r["queue"] == "rdmaq-shm" and r["size"] <= 40 * 1024
+          and not is_contended(cell_by[("rdmaq-shm", r["readers"], contention_key(r))], m)
+          and r["p50_ratio"] is not None]
+    if rs:
+        met = [r for r in rs if r["p50_ratio"] <= 1.0]
+        worst = max(rs, key=lambda r: r["p50_ratio"])
+        out.append({
+            "name": "uncontended rdmaq-shm p50 <= vllm p50 (64 B - 40 KB)",
+            "status": "met" if len(met) == len(rs) else ("partly met" if met else "missed"),
+            "detail": f"{len(met)}/{len(rs)} configurations; worst ratio {worst['p50_ratio']:.3f} "
+                      f"(rd {worst['readers']}, {size_label(worst['size'])}, {pace_label(worst['pace_ns'])})",
+            "configs": len(rs), "met": len(met),
+        })
+    return out
+
+
+def group_cells(cells):
+    g = defaultdict(list)
+    for c in cells:
+        g[(c["readers"], contention_key(c))].append(c)
+    return g

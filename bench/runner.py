@@ -1,0 +1,193 @@
+"""Runs one cell: one queue, N readers, one contention setting, all sub-runs.
+
+Layout per cell (the same for every queue): K attacker processes and an
+optional tokenizer attacker, then one writer and N reader processes
+(multiprocessing spawn), all confined to the same cpuset when one is given.
+The processes stay up across the cell's sub-runs (sizes x paces); the parent
+starts each sub-run only when every reader has reported the previous one, and
+measures the idle window at the end with psutil while the readers wait in a
+blocking receive.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from multiprocessing.connection import wait as mp_wait
+
+import psutil
+
+from rdmaq_bench import proc
+from rdmaq_bench.queues import make_adapter
+from rdmaq_bench.stats import analyze
+
+
+class CellError(RuntimeError):
+    pass
+
+
+class _Peer:
+    def __init__(self, name, process, conn):
+        self.name, self.process, self.conn = name, process, conn
+        self.pid = None
+
+
+def _expect(peers, tag, timeout):
+    """Wait for message `tag` from every peer; raise CellError on error, death or timeout."""
+    deadline = time.monotonic() + timeout
+    got = {}
+    pending = {p.conn: p for p in peers}
+    sentinels = {p.process.sentinel: p for p in peers}
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            names = ", ".join(p.name for p in pending.values())
+            raise CellError(f"timed out after {timeout:.0f} s waiting for {tag!r} from {names}")
+        ready = mp_wait(list(pending) + [s for s, p in sentinels.items() if p.conn in pending],
+                        timeout=left)
+        for obj in ready:
+            if obj in pending:
+                p = pending[obj]
+                try:
+                    msg = obj.recv()
+                except EOFError:
+                    raise CellError(f"{p.name} closed its pipe (exit code {p.process.exitcode})")
+                if msg[0] == "error":
+                    raise CellError(f"{p.name} failed:\n{msg[1]}")
+                if msg[0] != tag:
+                    raise CellError(f"{p.name}: expected {tag!r}, got {msg[0]!r}")
+                got[p.name] = msg
+                del pending[obj]
+            elif obj in sentinels:
+                p = sentinels[obj]
+                if p.conn in pending and not p.conn.poll():
+                    p.process.join(0.1)
+                    raise CellError(f"{p.name} (pid {p.process.pid}) died, exit code "
+                                    f"{p.process.exitcode}, while the parent waited for {tag!r}")
+    return [got[p.name] for p in peers]
+
+
+def _cpu_s(pids):
+    out = []
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+            out.append(t.user + t.system)
+        except psutil.Error:
+            out.append(float("nan"))
+    return out
+
+
+def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_s, progress):
+    """Return the cell's figures (JSON-ready) and, per sub-run, max-over-readers latencies (ns)."""
+    ctx = mp.get_context("spawn")
+    adapter = make_adapter(queue)
+    cell = {
+        "queue": queue,
+        "readers": n_readers,
+        "cpus": sorted(cpus) if cpus else None,
+        "attackers": attackers,
+        "tokenizer_attacker": bool(tokenizer),
+        "subruns": [],
+        "idle": None,
+        "error": None,
+    }
+    raw = []
+    hogs, peers, tok = [], [], None
+    try:
+        t_start = time.monotonic()
+        for _ in range(attackers):
+            h = ctx.Process(target=proc.hog_main, args=(cpus,), daemon=True)
+            h.start()
+            hogs.append(h)
+        if tokenizer:
+            a, b = ctx.Pipe()
+            tok = _Peer("tokenizer attacker", ctx.Process(target=proc.tokenizer_main, args=(b, cpus),
+                                                          daemon=True), a)
+            tok.process.start()
+            _expect([tok], "ready", 300)
+
+        a, b = ctx.Pipe()
+        writer = _Peer("writer", ctx.Process(target=proc.writer_main,
+                                             args=(b, adapter, n_readers, cpus), daemon=True), a)
+        readers = []
+        for i in range(n_readers):
+            a, b = ctx.Pipe()
+            readers.append(_Peer(f"reader {i}", ctx.Process(target=proc.reader_main,
+                                                            args=(b, adapter, i, cpus), daemon=True), a))
+        peers = [writer] + readers
+        for p in peers:
+            p.process.start()
+        for p, msg in zip(peers, _expect(peers, "imported", 600)):
+            p.pid = msg[1]
+        (_, handle), = _expect([writer], "handle", 120)
+        for r in readers:
+            r.conn.send(("handle", handle))
+        _expect(peers, "ready", 300)
+        cell["setup_s"] = time.monotonic() - t_start
+
+        att_pids = [h.pid for h in hogs] + ([tok.process.pid] if tok else [])
+        att_cpu0, att_t0 = _cpu_s(att_pids), time.monotonic()
+        for k, sub in enumerate(subruns):
+            for r in readers:
+                r.conn.send(("run", sub))
+            writer.conn.send(("run", sub))
+            (_, wres), = _expect([writer], "done", sub["time_cap_s"] + 300)
+            rres = [m[1] for m in _expect(readers, "done", 300)]
+            figures, lat_max = analyze(wres, rres)
+            figures = {"size": sub["size"], "pace_ns": sub["pace_ns"], "warmup": sub["warmup"],
+                       **figures}
+            if figures.get("throughput_msgs_per_s"):
+                figures["throughput_MB_per_s"] = figures["throughput_msgs_per_s"] * sub["size"] / 1e6
+            cell["subruns"].append(figures)
+            raw.append(lat_max)
+            progress(cell, figures, k, len(subruns))
+        if att_pids:
+            dt = time.monotonic() - att_t0
+            cell["attacker_cpu_frac"] = [(c1 - c0) / dt for c0, c1 in zip(att_cpu0, _cpu_s(att_pids))]
+
+        # Idle window: every reader is in a blocking receive, nothing is sent.
+        pids = [p.pid for p in peers]
+        time.sleep(0.05)
+        half = idle_window_s / 2
+        c0, t0 = _cpu_s(pids), time.monotonic()
+        time.sleep(half)
+        c1, t1 = _cpu_s(pids), time.monotonic()
+        time.sleep(half)
+        c2, t2 = _cpu_s(pids), time.monotonic()
+        early = [(b - a) / (t1 - t0) for a, b in zip(c0, c1)]
+        late = [(b - a) / (t2 - t1) for a, b in zip(c1, c2)]
+        cell["idle"] = {
+            "window_s": idle_window_s,
+            "note": "starts ~0.05 s after the readers' last message; early = first half, late = second half",
+            "writer_cpu_frac_early": early[0],
+            "writer_cpu_frac_late": late[0],
+            "reader_cpu_frac_early": early[1:],
+            "reader_cpu_frac_late": late[1:],
+            "reader_cpu_frac_early_mean": sum(early[1:]) / n_readers,
+            "reader_cpu_frac_late_mean": sum(late[1:]) / n_readers,
+        }
+
+        for r in readers:
+            r.conn.send(("finish",))
+        writer.conn.send(("finish",))
+        _expect([writer], "finished", 60)
+        _expect(readers, "bye", 60)
+        writer.conn.send(("exit",))
+        _expect([writer], "bye", 60)
+        for p in peers:
+            p.process.join(30)
+        cell["wall_s"] = time.monotonic() - t_start
+    except CellError as e:
+        cell["error"] = str(e)
+    finally:
+        children = [p.process for p in peers] + hogs + ([tok.process] if tok else [])
+        for c in children:
+            if c.is_alive():
+                c.terminate()
+        for c in children:
+            c.join(5)
+            if c.is_alive():
+                c.kill()
+                c.join(5)
+    return cell, raw

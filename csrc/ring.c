@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transport-independent half of the ring: framing, flow control, message
+ * assembly.  See ring.h for the protocol.
+ */
+#include <string.h>
+
+#include "barrier.h"
+#include "ring.h"
+
+uint32_t rdmaq_slot_payload(uint32_t slot_bytes)
+{
+	/* The trailer is 8-byte aligned, so only whole 8-byte words count. */
+	return (slot_bytes - (uint32_t)RDMAQ_REC_OVERHEAD) & ~7U;
+}
+
+int rdmaq_config_check(const struct rdmaq_config *cfg)
+{
+	if (cfg->n_readers < 1 || cfg->n_readers > RDMAQ_MAX_READERS)
+		return rdmaq_set_err(-EINVAL, "n_readers must be in 1..%u, got %u",
+				     RDMAQ_MAX_READERS, cfg->n_readers);
+	if (cfg->slot_bytes < RDMAQ_MIN_SLOT_BYTES || cfg->slot_bytes % RDMAQ_CACHELINE)
+		return rdmaq_set_err(-EINVAL, "slot_bytes must be a multiple of %u and at least %u, got %u",
+				     RDMAQ_CACHELINE, RDMAQ_MIN_SLOT_BYTES, cfg->slot_bytes);
+	if (cfg->slots < 2)
+		return rdmaq_set_err(-EINVAL, "slots must be at least 2, got %u", cfg->slots);
+	if ((uint64_t)cfg->slot_bytes * cfg->slots > (1ULL << 34))
+		return rdmaq_set_err(-EINVAL, "ring of %u x %u bytes is larger than 16 GiB",
+				     cfg->slots, cfg->slot_bytes);
+	if (cfg->max_message < 1)
+		return rdmaq_set_err(-EINVAL, "max_message must be at least 1");
+	return 0;
+}
+
+static void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wops,
+			      void *ep, uint32_t spin_ns, struct rdmaq_stats *stats)
+{
+	*wt = (struct rdmaq_waiter){
+		.ops = wops,
+		.ep = ep,
+		.spin_max_ns = spin_ns,
+		.spin_ns = spin_ns,
+		.stats = stats,
+	};
+}
+
+void rdmaq_writer_init(struct rdmaq_writer *w, const struct rdmaq_writer_ops *ops,
+		       const struct rdmaq_wait_ops *wops,
+		       const struct rdmaq_config *cfg, uint64_t key,
+		       struct rdmaq_credit *credits)
+{
+	w->ops = ops;
+	w->cfg = *cfg;
+	w->key = key;
+	w->next_seq = 1;
+	w->credits = credits;
+	w->payload = rdmaq_slot_payload(cfg->slot_bytes);
+	rdmaq_waiter_init(&w->waiter, wops, w, cfg->spin_ns, &w->stats);
+}
+
+static int rdmaq_reader_before_block(void *ep);
+
+void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *ops,
+		       const struct rdmaq_wait_ops *wops,
+		       const struct rdmaq_config *cfg, uint32_t index, uint64_t key,
+		       uint8_t *ring)
+{
+	r->ops = ops;
+	r->cfg = *cfg;
+	r->index = index;
+	r->key = key;
+	r->ring = ring;
+	r->payload = rdmaq_slot_payload(cfg->slot_bytes);
+	r->next_seq = 1;
+	r->credited = 1;
+	r->credit_batch = cfg->slots / 4 ? cfg->slots / 4 : 1;
+	rdmaq_waiter_init(&r->waiter, wops, r, cfg->spin_ns, &r->stats);
+	r->waiter.before_block = rdmaq_reader_before_block;
+}
+
+size_t rdmaq_rec_frame(uint8_t *slot, uint64_t key, const struct rdmaq_rec_hdr *hdr,
+		       const struct rdmaq_iovec *iov, int iovcnt, size_t iov_off)
+{
+	struct rdmaq_rec_hdr *dst = (struct rdmaq_rec_hdr *)slot;
+	uint8_t *out = slot + sizeof(*dst);
+	size_t left = hdr->len, toff;
+	int i;
+
+	dst->msg_len = hdr->msg_len;
+	dst->len = hdr->len;
+	dst->flags = hdr->flags;
+	dst->reserved = 0;
+	for (i = 0; i < iovcnt && left; i++) {
+		size_t n;
+
+		if (iov_off >= iov[i].len) {
+			iov_off -= iov[i].len;
+			continue;
+		}
+		n = iov[i].len - iov_off;
+		if (n > left)
+			n = left;
+		memcpy(out, (const uint8_t *)iov[i].base + iov_off, n);
+		out += n;
+		left -= n;
+		iov_off = 0;
+	}
+	toff = rdmaq_rec_trailer_off(hdr->len);
+	smp_store_release((uint64_t *)(slot + toff), hdr->seq ^ key);
+	/* Last: a reader that sees this seq sees everything above. */
+	smp_store_release(&dst->seq, hdr->seq);
+	return toff + sizeof(uint64_t);
+}
+
+/* ---- writer ------------------------------------------------------------- */
+
+struct rdmaq_room {
+	struct rdmaq_writer *w;
+	uint64_t last_seq;	/* need credit up to and including this seq */
+};
+
+/* 1 when every open reader has room for last_seq. */
+static int rdmaq_writer_has_room(void *arg)
+{
+	struct rdmaq_room *room = arg;
+	struct rdmaq_writer *w = room->w;
+	uint32_t i, open = 0;
+
+	for (i = 0; i < w->cfg.n_readers; i++) {
+		uint64_t c = smp_load_acquire(&w->credits[i].next_seq);
+
+		if (c == RDMAQ_CREDIT_CLOSED)
+			continue;
+		open++;
+		if (room->last_seq - c >= w->cfg.slots)
+			return 0;
+	}
+	if (!open)
+		return rdmaq_set_err(-EPIPE, "all %u readers have closed", w->cfg.n_readers);
+	return 1;
+}
+
+static int rdmaq_writer_poll_ready(void *arg)
+{
+	struct rdmaq_writer *w = arg;
+
+	return w->ops->poll_ready(w);
+}
+
+int rdmaq_writer_wait_ready(struct rdmaq_writer *w, int64_t timeout_ns)
+{
+	int ret;
+
+	if (w->ready)
+		return 0;
+	ret = rdmaq_wait(&w->waiter, rdmaq_writer_poll_ready, w, rdmaq_deadline(timeout_ns));
+	if (ret)
+		return ret;
+	ret = w->ops->connect(w);
+	if (ret)
+		return ret;
+	w->ready = true;
+	return 0;
+}
+
+/* Reserve room for up to `want` records starting at next_seq. */
+static int rdmaq_writer_reserve(struct rdmaq_writer *w, uint64_t want, int64_t deadline)
+{
+	struct rdmaq_room room = { .w = w, .last_seq = w->next_seq + want - 1 };
+	int ret;
+
+	ret = rdmaq_writer_has_room(&room);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	w->stats.credits++;
+	/* Readers must see what is already emitted, or they never free room. */
+	ret = w->ops->flush(w, true);
+	if (ret)
+		return ret;
+	return rdmaq_wait(&w->waiter, rdmaq_writer_has_room, &room, deadline);
+}
+
+static int rdmaq_writer_emit_abort(struct rdmaq_writer *w, int64_t deadline)
+{
+	struct rdmaq_rec_hdr hdr = { .seq = w->next_seq, .flags = RDMAQ_REC_ABORT };
+	int ret;
+
+	ret = rdmaq_writer_reserve(w, 1, deadline);
+	if (ret)
+		return ret;
+	ret = w->ops->emit(w, hdr.seq, &hdr, NULL, 0, 0);
+	if (ret)
+		return ret;
+	w->next_seq++;
+	w->abort_pending = false;
+	return 0;
+}
+
+int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
+		     int64_t timeout_ns)
+{
+	int64_t deadline = rdmaq_deadline(timeout_ns);
+	uint64_t total = 0, nrec, k, off = 0;
+	int i, ret;
+
+	if (w->closed)
+		return rdmaq_set_err(-EBADF, "writer is closed");
+	if (!w->ready)
+		return rdmaq_set_err(-ENOTCONN, "writer is not ready: call wait_ready() first");
+	if (iovcnt < 0)
+		return rdmaq_set_err(-EINVAL, "negative iovcnt");
+	for (i = 0; i < iovcnt; i++)
+		total += iov[i].len;
+	if (total > w->cfg.max_message)
+		return rdmaq_set_err(-EMSGSIZE, "message of %llu bytes exceeds max_message_bytes=%llu",
+				     (unsigned long long)total, (unsigned long long)w->cfg.max_message);
+	if (w->abort_pending) {
+		ret = rdmaq_writer_emit_abort(w, deadline);
+		if (ret)
+			return ret;
+	}
+	nrec = total ? (total + w->payload - 1) / w->payload : 1;
+	/* A message that fits the ring is reserved whole, so a timeout never
+	 * leaves half of it behind; a longer one streams through. */
+	if (nrec <= w->cfg.slots) {
+		ret = rdmaq_writer_reserve(w, nrec, deadline);
+		if (ret)
+			return ret;
+	}
+	for (k = 0; k < nrec; k++) {
+		struct rdmaq_rec_hdr hdr = {
+			.seq = w->next_seq,
+			.msg_len = total,
+			.len = (uint32_t)(total - off < w->payload ? total - off : w->payload),
+			.flags = (k == 0 ? RDMAQ_REC_FIRST : 0) | (k == nrec - 1 ? RDMAQ_REC_LAST : 0),
+		};
+
+		if (nrec > w->cfg.slots) {
+			ret = rdmaq_writer_reserve(w, 1, deadline);
+			if (ret) {
+				if (k)
+					w->abort_pending = true;
+				return ret;
+			}
+		}
+		ret = w->ops->emit(w, hdr.seq, &hdr, iov, iovcnt, off);
+		if (ret)
+			return ret;
+		off += hdr.len;
+		w->next_seq++;
+	}
+	ret = w->ops->flush(w, true);
+	if (ret)
+		return ret;
+	w->stats.messages++;
+	w->stats.bytes += total;
+	return 0;
+}
+
+int rdmaq_writer_close(struct rdmaq_writer *w)
+{
+	if (w->closed)
+		return 0;
+	w->closed = true;
+	if (!w->ready)
+		return 0;
+	return w->ops->mark_closed(w, w->next_seq);
+}
+
+void rdmaq_writer_cancel(struct rdmaq_writer *w)
+{
+	__atomic_store_n(&w->waiter.cancelled, 1, __ATOMIC_SEQ_CST);
+	w->ops->interrupt(w);
+}
+
+void rdmaq_writer_destroy(struct rdmaq_writer *w)
+{
+	if (w)
+		w->ops->destroy(w);
+}
+
+void rdmaq_writer_stats(const struct rdmaq_writer *w, struct rdmaq_stats *out)
+{
+	*out = w->stats;
+}
+
+/* ---- reader ------------------------------------------------------------- */
+
+static struct rdmaq_ring_ctrl *rdmaq_reader_ctrl(struct rdmaq_reader *r)
+{
+	return (struct rdmaq_ring_ctrl *)r->ring;
+}
+
+static int rdmaq_reader_publish(struct rdmaq_reader *r)
+{
+	int ret;
+
+	if (r->credited == r->next_seq)
+		return 0;
+	ret = r->ops->credit(r, r->next_seq);
+	if (ret)
+		return ret;
+	r->credited = r->next_seq;
+	r->stats.credits++;
+	return 0;
+}
+
+static int rdmaq_reader_before_block(void *ep)
+{
+	return rdmaq_reader_publish(ep);
+}
+
+/* 1 when record next_seq has landed whole. */
+static int rdmaq_reader_has_record(void *arg)
+{
+	struct rdmaq_reader *r = arg;
+	uint8_t *slot = rdmaq_ring_slot(r->ring, &r->cfg, r->next_seq);
+	struct rdmaq_rec_hdr *hdr = (struct rdmaq_rec_hdr *)slot;
+	uint64_t seq = smp_load_acquire(&hdr->seq);
+	uint64_t closed;
+	uint32_t len;
+
+	if (seq == r->next_seq) {
+		len = READ_ONCE(hdr->len);
+		if (len > r->payload)
+			return rdmaq_set_err(-EBADMSG, "record %llu claims %u bytes, slot holds %u",
+					     (unsigned long long)seq, len, r->payload);
+		if (smp_load_acquire((uint64_t *)(slot + rdmaq_rec_trailer_off(len))) ==
+		    (seq ^ r->key))
+			return 1;
+		return 0;	/* header landed, payload still landing */
+	}
+	if (seq > r->next_seq)
+		return rdmaq_set_err(-EBADMSG, "ring overrun: found record %llu, expected %llu",
+				     (unsigned long long)seq, (unsigned long long)r->next_seq);
+	closed = smp_load_acquire(&rdmaq_reader_ctrl(r)->closed_seq);
+	if (closed && r->next_seq >= closed)
+		return rdmaq_set_err(-EPIPE, "writer closed the queue");
+	return 0;
+}
+
+static int rdmaq_reader_is_ready(void *arg)
+{
+	struct rdmaq_reader *r = arg;
+
+	return smp_load_acquire(&rdmaq_reader_ctrl(r)->ready) ? 1 : 0;
+}
+
+int rdmaq_reader_wait_ready(struct rdmaq_reader *r, int64_t timeout_ns)
+{
+	if (r->closed)
+		return rdmaq_set_err(-EBADF, "reader is closed");
+	return rdmaq_wait(&r->waiter, rdmaq_reader_is_ready, r, rdmaq_deadline(timeout_ns));
+}
+
+static int rdmaq_reader_consume(struct rdmaq_reader *r)
+{
+	r->next_seq++;
+	if (r->next_seq - r->credited >= r->credit_batch)
+		return rdmaq_reader_publish(r);
+	return 0;
+}
+
+static int rdmaq_reader_wait_record(struct rdmaq_reader *r, int64_t deadline)
+{
+	if (r->closed)
+		return rdmaq_set_err(-EBADF, "reader is closed");
+	return rdmaq_wait(&r->waiter, rdmaq_reader_has_record, r, deadline);
+}
+
+int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len, int64_t timeout_ns)
+{
+	int64_t deadline = rdmaq_deadline(timeout_ns);
+	struct rdmaq_rec_hdr *hdr;
+	int ret;
+
+	while (!r->in_message) {
+		ret = rdmaq_reader_wait_record(r, deadline);
+		if (ret)
+			return ret;
+		hdr = (struct rdmaq_rec_hdr *)rdmaq_ring_slot(r->ring, &r->cfg, r->next_seq);
+		if (hdr->flags & RDMAQ_REC_ABORT) {
+			/* The writer gave up on a message we never started. */
+			ret = rdmaq_reader_consume(r);
+			if (ret)
+				return ret;
+			continue;
+		}
+		if (!(hdr->flags & RDMAQ_REC_FIRST))
+			return rdmaq_set_err(-EBADMSG, "record %llu continues a message that never started",
+					     (unsigned long long)hdr->seq);
+		if (hdr->msg_len > r->cfg.max_message)
+			return rdmaq_set_err(-EBADMSG, "record %llu announces %llu bytes, above max_message %llu",
+					     (unsigned long long)hdr->seq, (unsigned long long)hdr->msg_len,
+					     (unsigned long long)r->cfg.max_message);
+		r->in_message = true;
+		r->msg_len = hdr->msg_len;
+		r->msg_off = 0;
+	}
+	*msg_len = r->msg_len;
+	return 0;
+}
+
+int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len, int64_t timeout_ns)
+{
+	int64_t deadline = rdmaq_deadline(timeout_ns);
+	int ret;
+
+	if (!r->in_message)
+		return rdmaq_set_err(-EINVAL, "no message in progress: call peek first");
+	if (len != r->msg_len)
+		return rdmaq_set_err(-EINVAL, "buffer of %llu bytes for a %llu-byte message",
+				     (unsigned long long)len, (unsigned long long)r->msg_len);
+	for (;;) {
+		uint8_t *slot;
+		struct rdmaq_rec_hdr *hdr;
+		uint32_t flags;
+
+		ret = rdmaq_reader_wait_record(r, deadline);
+		if (ret) {
+			if (ret == -EPIPE || ret == -EOWNERDEAD)
+				r->in_message = false;	/* never completes */
+			return ret;
+		}
+		slot = rdmaq_ring_slot(r->ring, &r->cfg, r->next_seq);
+		hdr = (struct rdmaq_rec_hdr *)slot;
+		flags = hdr->flags;
+		if (flags & RDMAQ_REC_ABORT) {
+			r->in_message = false;
+			ret = rdmaq_reader_consume(r);
+			return ret ? ret : rdmaq_set_err(-ECONNABORTED, "writer abandoned the message");
+		}
+		if (r->msg_off && (flags & RDMAQ_REC_FIRST))
+			return rdmaq_set_err(-EBADMSG, "record %llu starts a new message mid-message",
+					     (unsigned long long)hdr->seq);
+		if (hdr->len > r->msg_len - r->msg_off)
+			return rdmaq_set_err(-EBADMSG, "record %llu overruns its message",
+					     (unsigned long long)hdr->seq);
+		memcpy((uint8_t *)buf + r->msg_off, slot + sizeof(*hdr), hdr->len);
+		r->msg_off += hdr->len;
+		ret = rdmaq_reader_consume(r);
+		if (ret)
+			return ret;
+		if (flags & RDMAQ_REC_LAST)
+			break;
+	}
+	if (r->msg_off != r->msg_len)
+		return rdmaq_set_err(-EBADMSG, "message ended after %llu of %llu bytes",
+				     (unsigned long long)r->msg_off, (unsigned long long)r->msg_len);
+	r->in_message = false;
+	r->stats.messages++;
+	r->stats.bytes += r->msg_len;
+	return 0;
+}
+
+int rdmaq_reader_close(struct rdmaq_reader *r)
+{
+	if (r->closed)
+		return 0;
+	r->closed = true;
+	/* Tell the writer not to wait for us any more. */
+	return r->ops->credit(r, RDMAQ_CREDIT_CLOSED);
+}
+
+void rdmaq_reader_cancel(struct rdmaq_reader *r)
+{
+	__atomic_store_n(&r->waiter.cancelled, 1, __ATOMIC_SEQ_CST);
+	r->ops->interrupt(r);
+}
+
+void rdmaq_reader_destroy(struct rdmaq_reader *r)
+{
+	if (r)
+		r->ops->destroy(r);
+}
+
+void rdmaq_reader_stats(const struct rdmaq_reader *r, struct rdmaq_stats *out)
+{
+	*out = r->stats;
+}

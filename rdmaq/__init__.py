@@ -1,0 +1,17 @@
+"""rdmaq: a one-writer / N-reader broadcast ring over RDMA or shared memory.
+
+    w = rdmaq.Writer(4)                 # this process writes
+    h = w.handle                        # pickle it to the readers
+    r = rdmaq.Reader(h, i)              # in reader process i
+    w.send(obj); r.recv()
+"""
+from .errors import (ClosedError, Error, MessageTooLarge, PeerClosedError, PeerDeadError,
+                     ProtocolError)
+from .handle import Handle
+from .queue import Reader, Writer, resolve_transport
+
+__all__ = [
+    "Writer", "Reader", "Handle", "resolve_transport", "Error", "ClosedError",
+    "PeerClosedError", "PeerDeadError", "MessageTooLarge", "ProtocolError",
+]
+__version__ = "0.1.0"

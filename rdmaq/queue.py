@@ -1,0 +1,307 @@
+"""The public endpoints: Writer and Reader."""
+import errno
+import threading
+import time
+
+from . import errors, serialize
+from .handle import Handle
+
+DEFAULT_SLOT_BYTES = 64 * 1024
+DEFAULT_SLOTS = 64
+DEFAULT_MAX_MESSAGE = 1 << 30
+DEFAULT_SPIN_US = 50
+TRANSPORTS = ("auto", "shm", "verbs")
+
+
+def _backend_module(transport):
+    if transport == "shm":
+        from . import _shm
+
+        return _shm
+    if transport == "verbs":
+        try:
+            from . import _verbs
+        except ImportError as e:
+            raise ValueError(f"transport 'verbs' is not available: {e}") from e
+        return _verbs
+    raise ValueError(f"unknown transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
+
+
+def resolve_transport(transport):
+    """'auto' means verbs where an active RDMA port exists, shm otherwise."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"unknown transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
+    if transport != "auto":
+        return transport
+    try:
+        from . import _verbs
+
+        if _verbs.available():
+            return "verbs"
+    except ImportError:
+        pass
+    return "shm"
+
+
+def _timeout_ns(timeout):
+    if timeout is None:
+        return -1
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds or None, got {type(timeout).__name__}")
+    if timeout < 0:
+        raise ValueError(f"timeout must be >= 0, got {timeout}")
+    return int(timeout * 1e9)
+
+
+def _remaining_ns(deadline):
+    if deadline is None:
+        return -1
+    return max(0, int((deadline - time.monotonic()) * 1e9))
+
+
+def _deadline(timeout):
+    ns = _timeout_ns(timeout)
+    return None if ns < 0 else time.monotonic() + ns / 1e9
+
+
+def _int_arg(name, value, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, got {value}")
+    return value
+
+
+def _stats(ffi, lib, fn, ptr):
+    s = ffi.new("struct rdmaq_stats *")
+    fn(ptr, s)
+    return {k: getattr(s, k) for k in ("messages", "bytes", "spins", "sleeps", "wakeups", "credits")}
+
+
+class _Endpoint:
+    """Shared plumbing: one operation at a time, close() from any thread."""
+
+    _kind = "endpoint"
+
+    def __init__(self, backend):
+        self._b = backend
+        self._ffi, self._lib = backend.ffi, backend.lib
+        self._op = threading.Lock()  # held while C uses the object
+        self._closed = False
+        self._ready = False
+
+    def _check(self, rc, what):
+        errors.raise_for(rc, f"{self._kind} {what}", self._lib, self._ffi)
+
+    def _enter(self):
+        if self._closed:
+            raise errors.ClosedError(f"{self._kind} is closed")
+        self._op.acquire()
+        if self._closed:  # closed while we waited for the lock
+            self._op.release()
+            raise errors.ClosedError(f"{self._kind} is closed")
+
+    def _c_ready(self, ns):
+        raise NotImplementedError
+
+    def wait_ready(self, timeout=None):
+        """Block until every reader has attached and the writer connected them."""
+        deadline = _deadline(timeout)
+        self._enter()
+        try:
+            self._wait_ready_locked(deadline)
+        finally:
+            self._op.release()
+
+    def _wait_ready_locked(self, deadline):
+        if self._ready:
+            return
+        self._b.before_ready(deadline)
+        self._check(self._c_ready(_remaining_ns(deadline)), "wait_ready")
+        self._ready = True
+
+    def close(self):
+        """Close the endpoint; a put/get blocked in another thread raises ClosedError."""
+        if self._closed:
+            return
+        self._closed = True
+        self._cancel()  # wakes a blocked operation, which then releases _op
+        with self._op:
+            self._finish_close()
+            self._b.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Writer(_Endpoint):
+    """The single writer of a broadcast queue to ``n_readers`` readers.
+
+    Every message reaches every reader exactly once, in order.  ``put``
+    blocks while the slowest reader's ring is full.  Messages up to
+    ``max_message_bytes`` are accepted; those longer than the ring stream
+    through it.
+    """
+
+    _kind = "writer"
+
+    def __init__(self, n_readers, *, slot_bytes=DEFAULT_SLOT_BYTES, slots=DEFAULT_SLOTS,
+                 max_message_bytes=DEFAULT_MAX_MESSAGE, transport="auto", spin_us=None,
+                 **transport_options):
+        _int_arg("n_readers", n_readers, 1, 256)
+        _int_arg("slot_bytes", slot_bytes, 128, 1 << 30)
+        if slot_bytes % 64:
+            raise ValueError(f"slot_bytes must be a multiple of 64, got {slot_bytes}")
+        _int_arg("slots", slots, 2, 1 << 24)
+        _int_arg("max_message_bytes", max_message_bytes, 1, 1 << 62)
+        spin_us = DEFAULT_SPIN_US if spin_us is None else spin_us
+        _int_arg("spin_us", spin_us, 0, 1_000_000)
+        self.transport = resolve_transport(transport)
+        module = _backend_module(self.transport)
+        config = {
+            "n_readers": n_readers,
+            "slot_bytes": slot_bytes,
+            "slots": slots,
+            "max_message": max_message_bytes,
+            "spin_ns": spin_us * 1000,
+        }
+        self._closed = True  # until the backend exists, for __del__
+        super().__init__(module.WriterBackend(config, **transport_options))
+        self.n_readers = n_readers
+        self.max_message_bytes = max_message_bytes
+        self._ptr = self._b.ptr
+
+    @property
+    def handle(self):
+        """Small picklable token; pass it to each reader process."""
+        return self._b.handle
+
+    def _c_ready(self, ns):
+        return self._lib.rdmaq_writer_wait_ready(self._ptr, ns)
+
+    def put(self, data, timeout=None):
+        """Send one message: a bytes-like object, or a list of them sent as one."""
+        parts = [data] if not isinstance(data, (list, tuple)) else data
+        deadline = _deadline(timeout)
+        ffi = self._ffi
+        iov = ffi.new("struct rdmaq_iovec[]", max(1, len(parts)))
+        keep = []
+        for i, p in enumerate(parts):
+            try:
+                buf = ffi.from_buffer(p)
+            except TypeError:
+                raise TypeError(f"put() needs bytes-like objects, got {type(p).__name__}") from None
+            keep.append(buf)
+            iov[i].base = buf
+            iov[i].len = len(buf)
+        self._enter()
+        try:
+            self._wait_ready_locked(deadline)
+            self._check(self._lib.rdmaq_writer_put(self._ptr, iov, len(parts), _remaining_ns(deadline)), "put")
+        finally:
+            self._op.release()
+
+    def send(self, obj, timeout=None):
+        """Pickle ``obj`` (protocol 5, large buffers out of band) and put it."""
+        self.put(serialize.dumps(obj), timeout)
+
+    @property
+    def stats(self):
+        if self._closed and not hasattr(self, "_final_stats"):
+            return {}
+        if self._closed:
+            return dict(self._final_stats)
+        return _stats(self._ffi, self._lib, self._lib.rdmaq_writer_stats, self._ptr)
+
+    def _cancel(self):
+        self._lib.rdmaq_writer_cancel(self._ptr)
+
+    def _finish_close(self):
+        self._final_stats = _stats(self._ffi, self._lib, self._lib.rdmaq_writer_stats, self._ptr)
+        try:
+            self._lib.rdmaq_writer_close(self._ptr)
+        finally:
+            self._lib.rdmaq_writer_destroy(self._ptr)
+            self._ptr = None
+
+
+class Reader(_Endpoint):
+    """Reader ``index`` of the queue described by ``handle``."""
+
+    _kind = "reader"
+
+    def __init__(self, handle, index, *, spin_us=None):
+        self._closed = True
+        if not isinstance(handle, Handle):
+            raise ValueError(f"not an rdmaq.Handle: {type(handle).__name__}")
+        handle.check(index)
+        spin_us = DEFAULT_SPIN_US if spin_us is None else spin_us
+        _int_arg("spin_us", spin_us, 0, 1_000_000)
+        if handle.transport not in ("shm", "verbs"):
+            raise ValueError(f"handle is for unknown transport {handle.transport!r}")
+        module = _backend_module(handle.transport)
+        super().__init__(module.ReaderBackend(handle, index, spin_us * 1000))
+        self.index = index
+        self.transport = handle.transport
+        self._ptr = self._b.ptr
+        self._pending = None  # message being received when a timeout hit
+
+    def _c_ready(self, ns):
+        return self._lib.rdmaq_reader_wait_ready(self._ptr, ns)
+
+    def get(self, timeout=None):
+        """Next message as a bytearray the caller owns."""
+        deadline = _deadline(timeout)
+        self._enter()
+        try:
+            self._wait_ready_locked(deadline)
+            return self._get_locked(deadline)
+        finally:
+            self._op.release()
+
+    def _get_locked(self, deadline):
+        lib, ffi = self._lib, self._ffi
+        while True:
+            if self._pending is None:
+                n = ffi.new("uint64_t *")
+                self._check(lib.rdmaq_reader_peek(self._ptr, n, _remaining_ns(deadline)), "get")
+                self._pending = bytearray(n[0])
+            buf = self._pending
+            rc = lib.rdmaq_reader_read(self._ptr, ffi.from_buffer(buf), len(buf), _remaining_ns(deadline))
+            if rc == -errno.ETIMEDOUT:
+                self._check(rc, "get")  # keep _pending: the next get resumes it
+            self._pending = None
+            if rc == -errno.ECONNABORTED:
+                continue  # the writer abandoned this message; take the next
+            self._check(rc, "get")
+            return buf
+
+    def recv(self, timeout=None):
+        """Next message, unpickled (see Writer.send)."""
+        return serialize.loads(self.get(timeout))
+
+    @property
+    def stats(self):
+        if self._closed:
+            return dict(getattr(self, "_final_stats", {}))
+        return _stats(self._ffi, self._lib, self._lib.rdmaq_reader_stats, self._ptr)
+
+    def _cancel(self):
+        self._lib.rdmaq_reader_cancel(self._ptr)
+
+    def _finish_close(self):
+        self._final_stats = _stats(self._ffi, self._lib, self._lib.rdmaq_reader_stats, self._ptr)
+        try:
+            self._lib.rdmaq_reader_close(self._ptr)
+        finally:
+            self._lib.rdmaq_reader_destroy(self._ptr)
+            self._ptr = None
