@@ -156,10 +156,10 @@ def _progress_factory(stream):
     return progress
 
 
-def finish(result, args, out=sys.stdout) -> None:
+def finish(result, args) -> None:
     from rdmaq_bench.report import format_tables
 
-    print(format_tables(result), file=out)
+    print(format_tables(result), file=sys.stdout)
     if args.plot:
         from rdmaq_bench.plot import plot
 
@@ -167,6 +167,13 @@ def finish(result, args, out=sys.stdout) -> None:
              size=parse_size(args.plot_size) if args.plot_size else None,
              pace_ns=parse_pace(args.plot_pace) if args.plot_pace else None)
         print(f"# plot written to {args.plot}", file=sys.stderr)
+
+
+def _write_json(path, result) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(tmp, path)
 
 
 def main(argv=None) -> int:
@@ -202,6 +209,11 @@ def main(argv=None) -> int:
         if result.get("schema") != SCHEMA:
             print(f"rdmaq bench: {args.from_json} is not a {SCHEMA} file", file=sys.stderr)
             return 2
+        from rdmaq_bench.report import compute_ratios, evaluate_targets
+
+        # recompute, so that a newer report module reads older files the same way
+        result["ratios"] = compute_ratios(result["cells"])
+        result["targets"] = evaluate_targets(result)
         finish(result, args)
         return 0
 
@@ -261,14 +273,15 @@ def main(argv=None) -> int:
         elif any(s["errors"] for s in cell["subruns"]):
             failed += 1
         result["cells"].append(cell)
+        if args.json:  # keep what is measured so far, should a later cell take the run down
+            _write_json(args.json, result)
     result["machine"]["loadavg_end"] = list(os.getloadavg())
     result["machine"]["time_end"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     result["elapsed_s"] = time.monotonic() - t0
     result["ratios"] = compute_ratios(result["cells"])
     result["targets"] = evaluate_targets(result)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        _write_json(args.json, result)
         print(f"# results written to {args.json}", file=sys.stderr)
     finish(result, args)
     return 1 if failed else 0

@@ -12,6 +12,7 @@ nothing on those pipes happens while messages are being timed.
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import time
 import traceback
@@ -42,7 +43,8 @@ def writer_main(conn, adapter, n_readers, cpus) -> None:
         adapter.prepare()
         conn.send(("imported", os.getpid()))
         w, handle = adapter.create_writer(n_readers)
-        conn.send(("handle", handle))
+        # pickled here and unpickled in the readers: the parent never imports the queue's module
+        conn.send(("handle", pickle.dumps(handle)))
         adapter.writer_ready(w)
         conn.send(("ready",))
         send = adapter.sender(w)
@@ -100,7 +102,7 @@ def reader_main(conn, adapter, index, cpus) -> None:
         conn.send(("imported", os.getpid()))
         cmd = conn.recv()
         assert cmd[0] == "handle", cmd
-        r = adapter.open_reader(cmd[1], index)
+        r = adapter.open_reader(pickle.loads(cmd[1]), index)
         adapter.reader_ready(r)
         conn.send(("ready",))
         recv = adapter.receiver(r)
@@ -109,6 +111,7 @@ def reader_main(conn, adapter, index, cpus) -> None:
             if cmd[0] == "run":
                 conn.send(("done", read_subrun(recv, cmd[1])))
             elif cmd[0] == "finish":
+                conn.send(("waiting",))  # the parent's idle window starts after every reader says so
                 m = recv()
                 if m[0] != KIND_END_ALL:
                     raise RuntimeError(f"expected the end message, got kind {m[0]}")

@@ -148,6 +148,9 @@ class VllmAdapter(QueueAdapter):
         # Quiet INFO logs; no remote readers, so no network probing is needed.
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+        # The queue never uses the platform object on this path; the CPU platform keeps
+        # vLLM's import from loading its CUDA kernels on a GPU host (or needing them).
+        os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
         from vllm.distributed.device_communicators.shm_broadcast import MessageQueue  # noqa: F401
 
     def _mq(self):

@@ -146,7 +146,10 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
             dt = time.monotonic() - att_t0
             cell["attacker_cpu_frac"] = [(c1 - c0) / dt for c0, c1 in zip(att_cpu0, _cpu_s(att_pids))]
 
-        # Idle window: every reader is in a blocking receive, nothing is sent.
+        # Idle window: every reader is in the queue's blocking receive, nothing is sent.
+        for r in readers:
+            r.conn.send(("finish",))
+        _expect(readers, "waiting", 60)
         pids = [p.pid for p in peers]
         time.sleep(0.05)
         half = idle_window_s / 2
@@ -168,8 +171,6 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
             "reader_cpu_frac_late_mean": sum(late[1:]) / n_readers,
         }
 
-        for r in readers:
-            r.conn.send(("finish",))
         writer.conn.send(("finish",))
         _expect([writer], "finished", 60)
         _expect(readers, "bye", 60)
@@ -180,6 +181,10 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
         cell["wall_s"] = time.monotonic() - t_start
     except CellError as e:
         cell["error"] = str(e)
+    except Exception as e:  # a harness bug must not lose the other cells' results
+        import traceback
+
+        cell["error"] = f"harness error: {e!r}\n{traceback.format_exc()}"
     finally:
         children = [p.process for p in peers] + hogs + ([tok.process] if tok else [])
         for c in children:

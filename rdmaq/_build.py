@@ -14,7 +14,9 @@ CSRC = "csrc"
 CFLAGS = ["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-fvisibility=hidden"]
 CORE_SOURCES = ["ring.c", "wait.c", "error.c", "shm.c"]
 # ---- owned by the verbs transport ----
-VERBS_SOURCES = []
+# shm.c too: rdmaq.h (cdef'd into both extensions) declares the shm entry points.
+VERBS_SOURCES = ["shm.c", "verbs_ctx.c", "verbs_pool.c", "verbs_ep.c", "verbs_writer.c",
+                 "verbs_reader.c"]
 VERBS_HEADER = "rdmaq_verbs.h"
 # ---- end ----
 

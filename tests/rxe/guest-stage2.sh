@@ -9,6 +9,7 @@
 #   netns peer:  veth1 192.0.2.2/24, rxe1   (rdma netns mode: exclusive, so each
 #                                            netns sees only its own device)
 
+# shellcheck disable=SC2154 # cmd=(...) comes from job.sh
 ctl=/run/rdmaq-ctl
 # Start from a clean environment: the kernel hands PID 1 a few odd variables.
 for v in $(compgen -e); do unset "$v"; done
@@ -38,7 +39,7 @@ out=$(port_dev rdmaq.stdout) && err=$(port_dev rdmaq.stderr) || {
 exec 3>"$out" 4>"$err"
 
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
-vlog() { [ "${RDMAQ_VM_VERBOSE:-0}" = 1 ] && echo "vm: [$(uptime_s)] $*" >&4; return 0; }
+vlog() { [ "${RDMAQ_VM_VERBOSE_BOOT:-0}" = 1 ] && echo "vm: [$(uptime_s)] $*" >&4; return 0; }
 
 setup_fail() {
 	echo "$*" >"$ctl/setup-error"
@@ -62,38 +63,62 @@ hostname rdmaq-vm
 vlog "stage2 started"
 
 # --- two RDMA hosts -------------------------------------------------------
+# rxe (kernel 6.1) receives RoCEv2 only through its UDP socket in the initial
+# netns, and an rxe device cannot change netns (rdma dev set ... netns:
+# EOPNOTSUPP, no disassociate_ucontext). So both netdevs stay in the initial
+# netns; the second host's view (only rxe1 visible) is a mount namespace, see
+# peer-exec. rxe sends its packets out of its own netdev, but the kernel's
+# address resolution (rdma_cm, TCP) would treat the other address as local:
+# policy routing below makes it cross the veth pair.
 rdma_setup() {
-	ip link set lo up || return 1
 	modprobe -a rdma_rxe rdma_ucm veth || setup_fail "modprobe rdma_rxe rdma_ucm veth"
-	# Exclusive: an RDMA device belongs to one netns, like a netdev. Must be
-	# set before the peer netns exists.
-	rdma system set netns exclusive || setup_fail "rdma system set netns exclusive"
-	ip netns add peer || setup_fail "ip netns add peer"
-	ip link add veth0 type veth peer name veth1 netns peer || setup_fail "ip link add veth0/veth1"
-	ip addr add 192.0.2.1/24 dev veth0 &&
-		ip link set veth0 up &&
-		ip -n peer link set lo up &&
-		ip -n peer addr add 192.0.2.2/24 dev veth1 &&
-		ip -n peer link set veth1 up || setup_fail "configuring veth0/veth1"
+	local i
+	# veth0's peer must accept packets from an address of its own host.
+	ip link add veth0 type veth peer name veth1 || setup_fail "ip link add veth0/veth1"
+	for i in all veth0 veth1; do
+		echo 1 >"/proc/sys/net/ipv4/conf/$i/accept_local" &&
+			echo 0 >"/proc/sys/net/ipv4/conf/$i/rp_filter" || setup_fail "sysctl on $i"
+	done
+	# Routes between the two addresses use the veth pair, whichever side
+	# starts; a connection to one's own address stays local. Without a source
+	# address, the other host's address is reached from one's own device, so
+	# an rdma_cm client connecting to 192.0.2.2 uses rxe0 (else: rxe1 talking
+	# to itself). Received packets reach the local table (now pref 1000).
+	ip -batch - <<-'EOF' || setup_fail "ip: addresses and policy routing for veth0/veth1"
+		link set lo up
+		addr add 192.0.2.1/24 dev veth0
+		addr add 192.0.2.2/24 dev veth1
+		link set veth0 up
+		link set veth1 up
+		rule add pref 1000 lookup local
+		rule del pref 0 lookup local
+		route add 192.0.2.2/32 dev veth0 src 192.0.2.1 table 100
+		route add 192.0.2.1/32 dev veth1 src 192.0.2.2 table 101
+		rule add pref 90 iif lo from 192.0.2.1 to 192.0.2.1 lookup local
+		rule add pref 91 iif lo from 192.0.2.2 to 192.0.2.2 lookup local
+		rule add pref 100 iif lo from 192.0.2.1 to 192.0.2.2 lookup 100
+		rule add pref 101 iif lo from 192.0.2.2 to 192.0.2.1 lookup 101
+		rule add pref 110 iif lo to 192.0.2.2 lookup 100
+		rule add pref 111 iif lo to 192.0.2.1 lookup 101
+	EOF
 	rdma link add rxe0 type rxe netdev veth0 || setup_fail "rdma link add rxe0"
-	ip netns exec peer rdma link add rxe1 type rxe netdev veth1 || setup_fail "rdma link add rxe1 (netns peer)"
+	rdma link add rxe1 type rxe netdev veth1 || setup_fail "rdma link add rxe1"
 }
 
 # ACTIVE port and the RoCEv2 IPv4 GID (::ffff:a.b.c.d) on GID index 1.
-rxe_ready() { # dev ipv4 [netns]
-	local pre=() gid
-	[ -n "${3:-}" ] && pre=(ip netns exec "$3")
-	"${pre[@]}" sh -c "grep -q ACTIVE /sys/class/infiniband/$1/ports/1/state &&
-		grep -qx '0000:0000:0000:0000:0000:ffff:$(printf '%02x%02x:%02x%02x' ${2//./ })' \
-			/sys/class/infiniband/$1/ports/1/gids/1 &&
-		grep -qx 'RoCE v2' /sys/class/infiniband/$1/ports/1/gid_attrs/types/1" 2>/dev/null
-}
+rxe_ready() { # dev ipv4
+	local p=/sys/class/infiniband/$1/ports/1 gid
+	gid=0000:0000:0000:0000:0000:ffff:$(printf '%02x%02x:%02x%02x' ${2//./ })
+	[[ $(<"$p/state") == *ACTIVE ]] && [ "$(<"$p/gids/1")" = "$gid" ] &&
+		[ "$(<"$p/gid_attrs/types/1")" = "RoCE v2" ]
+} 2>/dev/null
 
+vlog "loading rdma_rxe"
 rdma_setup
 vlog "rxe devices created"
-for i in $(seq 100); do
-	rxe_ready rxe0 192.0.2.1 && rxe_ready rxe1 192.0.2.2 peer && break
-	[ "$i" = 100 ] && setup_fail "rxe0/rxe1 not ACTIVE with a RoCEv2 IPv4 GID at index 1 after 10 s"
+SECONDS=0
+until rxe_ready rxe0 192.0.2.1 && rxe_ready rxe1 192.0.2.2; do
+	[ "$SECONDS" -ge 20 ] && setup_fail "rxe0/rxe1 not ACTIVE with a RoCEv2 IPv4 GID at index 1 after 20 s"
 	sleep 0.1
 done
 [ -c /dev/infiniband/uverbs0 ] || setup_fail "/dev/infiniband/uverbs0 missing"
@@ -110,10 +135,21 @@ if [ "${RDMAQ_VM_PYVERBS:-1}" = 1 ] && [ -d /usr/lib/python3/dist-packages/pyver
 	ln -s /usr/lib/python3/dist-packages/pyverbs /run/rdmaq-pyverbs/pyverbs
 	export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/run/rdmaq-pyverbs
 fi
+export RDMAQ_VM=1 RDMAQ_VM_WORKDIR RDMAQ_VM_DEV0=rxe0 RDMAQ_VM_IP0=192.0.2.1 \
+	RDMAQ_VM_DEV1=rxe1 RDMAQ_VM_IP1=192.0.2.2 RDMAQ_VM_GID_INDEX=1
+# rxe-peer CMD: run CMD as the second host (see peer-exec).
+mkdir -p /run/rdmaq-bin
+ln -s "${RDMAQ_VM_STAGE2%/*}/peer-exec" /run/rdmaq-bin/rxe-peer
+export PATH=$PATH:/run/rdmaq-bin
 ulimit -l unlimited
 ulimit -n 65536 2>/dev/null
 cd "$RDMAQ_VM_CWD" || { echo "vm: cannot cd to $RDMAQ_VM_CWD" >&4; echo 126 >"$ctl/rc"; poweroff_now; }
 
+if ! type -P "${cmd[0]}" >/dev/null && ! [[ ${cmd[0]} == */* && -x ${cmd[0]} ]]; then
+	echo "vm-run: command not found in the guest: ${cmd[0]} (PATH=$PATH)" >&4
+	echo 127 >"$ctl/rc"
+	poweroff_now
+fi
 # In the foreground: a background job of a non-interactive shell would start
 # with SIGINT ignored, and Python then ignores it too.
 "${cmd[@]}" </dev/null >&3 2>&4 3>&- 4>&-

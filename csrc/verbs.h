@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the verbs transport, shared by its files:
+ *
+ *   verbs_ctx.c     device context, GID choice, the event hub (shared SRQ,
+ *                   receive CQ and completion channel), memory graveyard
+ *   verbs_pool.c    per-CPU RC queue-pair pools and posting on them
+ *   verbs_ep.c      what writer and reader share: wake-ups, liveness
+ *   verbs_writer.c  writer ops: staging ring, coalesced RDMA WRITEs
+ *   verbs_reader.c  reader ops: ring, credit return
+ */
+#ifndef RDMAQ_VERBS_INTERNAL_H
+#define RDMAQ_VERBS_INTERNAL_H
+
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "rdmaq_verbs.h"
+#include "ring.h"
+
+#define RDMAQ_VERBS_MAX_QPS		64	/* per-CPU pool size cap */
+#define RDMAQ_VERBS_SQ_DEPTH		256	/* send WRs per QP */
+#define RDMAQ_VERBS_SRQ_DEPTH		4096	/* receives shared by all QPs */
+#define RDMAQ_VERBS_WANT_INLINE		256
+#define RDMAQ_VERBS_BATCH		32	/* WRs per ibv_post_send */
+#define RDMAQ_VERBS_SQ_WAIT_NS		(10LL * 1000000000LL)
+#define RDMAQ_VERBS_FENCE_NS		(2LL * 1000000000LL)
+
+enum rdmaq_verbs_pool_state {
+	RDMAQ_POOL_PENDING,
+	RDMAQ_POOL_READY,
+	RDMAQ_POOL_BROKEN,
+};
+
+struct rdmaq_verbs_ctx;
+struct rdmaq_verbs_pool;
+
+/*
+ * One RC queue pair and its own send CQ.  The lock covers posting and
+ * reaping; it is per QP (per CPU), so threads on different CPUs never meet.
+ */
+struct rdmaq_verbs_qp {
+	pthread_mutex_t lock;
+	struct ibv_qp *qp;
+	struct ibv_cq *scq;
+	struct rdmaq_verbs_pool *pool;
+	uint32_t psn;
+	uint32_t sq_depth;
+	uint32_t sig_every;	/* every sig_every-th WR is signaled */
+	uint32_t max_inline;
+	uint64_t posted;	/* WRs posted so far; a WR's index is 1-based */
+	uint64_t completed;	/* every WR up to this index has completed */
+	int err;		/* sticky negative errno once the QP failed */
+	char errmsg[160];
+};
+
+struct rdmaq_verbs_pool {
+	struct rdmaq_verbs_pool *next;
+	struct rdmaq_verbs_ctx *ctx;
+	uint8_t peer[16];
+	uint64_t id;
+	enum rdmaq_verbs_pool_state state;
+	uint32_t n;
+	uint32_t refs;		/* endpoints using it */
+	uint32_t uses;		/* endpoints that ever used it */
+	bool self;		/* both ends in this process */
+	/* Writers post on qps, readers on rqps: the same QPs, except in the
+	 * loopback pool where qps[i] and rqps[i] are the two ends of a pair. */
+	struct rdmaq_verbs_qp *qps;
+	struct rdmaq_verbs_qp *rqps;
+};
+
+/* Memory a closed endpoint exposed, kept until its peers let go. */
+struct rdmaq_verbs_grave {
+	struct rdmaq_verbs_grave *next;
+	struct ibv_mr *mrs[2];
+	void *mem[2];
+	size_t len[2];
+	int *fds;		/* liveness sockets: EOF on all = safe to free */
+	uint32_t nfds;
+};
+
+/* What a writer or reader endpoint shares: wake-up and liveness plumbing. */
+struct rdmaq_verbs_ep {
+	struct rdmaq_verbs_ep *next;	/* the hub's dispatch list */
+	struct rdmaq_verbs_ctx *ctx;
+	uint32_t id;			/* immediate data addressed to us */
+	int efd;			/* eventfd: doorbells and interrupts */
+	uint32_t sleeping;
+	uint64_t doorbells;
+};
+
+struct rdmaq_verbs_ctx {
+	struct rdmaq_verbs_ctx *next;
+	pid_t pid;
+	struct ibv_context *ibctx;
+	struct ibv_pd *pd;
+	struct ibv_device_attr dev_attr;
+	struct ibv_port_attr port_attr;
+	struct rdmaq_verbs_port info;
+	union ibv_gid gid;
+
+	/* The hub: every QP's receives land in one SRQ and one CQ, whose
+	 * completion channel is the only fd a blocked endpoint waits on. */
+	pthread_mutex_t hub_lock;
+	struct ibv_comp_channel *chan;
+	struct ibv_cq *rcq;
+	struct ibv_srq *srq;
+	uint32_t srq_depth;
+	bool armed;
+	unsigned int unacked;
+	struct rdmaq_verbs_ep *eps;
+	uint32_t next_ep_id;
+
+	/* Pools and graves. */
+	pthread_mutex_t pool_lock;
+	struct rdmaq_verbs_pool *pools;
+	struct rdmaq_verbs_grave *graves;
+	uint64_t next_pool_id;
+	uint32_t qps_per_peer;
+	uint32_t max_inline;
+};
+
+/* verbs_ctx.c */
+extern struct rdmaq_verbs_stats rdmaq_verbs_counters;
+#define RDMAQ_VSTAT_ADD(field, v) __atomic_add_fetch(&rdmaq_verbs_counters.field, (v), __ATOMIC_RELAXED)
+void rdmaq_verbs_hub_add(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_ep *ep);
+void rdmaq_verbs_hub_del(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_ep *ep);
+int rdmaq_verbs_hub_service(struct rdmaq_verbs_ctx *ctx, bool arm, bool trylock);
+int rdmaq_verbs_hub_event(struct rdmaq_verbs_ctx *ctx);
+void rdmaq_verbs_grave_add(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_grave *g);
+void rdmaq_verbs_grave_reap(struct rdmaq_verbs_ctx *ctx);
+bool rdmaq_verbs_ctx_stale(struct rdmaq_verbs_ctx *ctx);
+struct ibv_mr *rdmaq_verbs_reg(struct rdmaq_verbs_ctx *ctx, void *mem, size_t len, int access,
+			       const char *what);
+
+/* verbs_pool.c */
+struct rdmaq_verbs_pool *rdmaq_verbs_pool_get(struct rdmaq_verbs_ctx *ctx, uint64_t id);
+void rdmaq_verbs_pool_put(struct rdmaq_verbs_pool *pool);
+struct rdmaq_verbs_qp *rdmaq_verbs_pool_pick(struct rdmaq_verbs_pool *pool, bool writer);
+int rdmaq_verbs_qp_post(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wrs, uint32_t n);
+int rdmaq_verbs_qp_fence(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wr, int64_t timeout_ns);
+int rdmaq_verbs_qp_reap(struct rdmaq_verbs_qp *q);
+void rdmaq_verbs_qp_fail(struct rdmaq_verbs_qp *q, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void rdmaq_verbs_qp_fail_by_num(struct rdmaq_verbs_ctx *ctx, uint32_t qp_num, const char *what);
+
+/* verbs_ep.c */
+int rdmaq_verbs_ep_init(struct rdmaq_verbs_ep *ep, struct rdmaq_verbs_ctx *ctx);
+void rdmaq_verbs_ep_fini(struct rdmaq_verbs_ep *ep);
+int rdmaq_verbs_ep_prepare(struct rdmaq_verbs_ep *ep);
+int rdmaq_verbs_ep_block(struct rdmaq_verbs_ep *ep, struct pollfd *live, uint32_t nlive,
+			 int64_t timeout_ns);
+void rdmaq_verbs_ep_finish(struct rdmaq_verbs_ep *ep);
+void rdmaq_verbs_ep_wake(struct rdmaq_verbs_ep *ep);
+int rdmaq_verbs_live_gone(int fd);
+int rdmaq_verbs_fail_err(const struct rdmaq_verbs_qp *q);
+
+#endif

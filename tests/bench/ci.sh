@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# tests/bench for CI: install what the harness tests need into the active Python (idempotent;
+# pip caches under ~/.cache), then run them once each as functional checks (--benchmark-disable).
+# RDMAQ_BENCH_VLLM=0 skips installing vLLM (its test is then skipped, not failed).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-python}
+$PY -m pip install -q pytest pytest-benchmark numpy psutil matplotlib
+if [ "${RDMAQ_BENCH_VLLM:-1}" = 1 ]; then
+    # torch first (the local CPU wheel), so that nothing pulls a CUDA build; then vLLM without
+    # its dependency tree: its MessageQueue needs only these few (docs/benchmarks.md).
+    $PY -c 'import torch' 2>/dev/null || $PY -m pip install -q torch==2.13.0
+    $PY -c 'import vllm' 2>/dev/null || $PY -m pip install -q --no-deps vllm==0.33.0
+    $PY -m pip install -q packaging psutil pyzmq urllib3 regex
+fi
+exec $PY -m pytest -q -p no:cacheprovider tests/bench --benchmark-disable

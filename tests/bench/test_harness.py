@@ -1,0 +1,150 @@
+"""Functional tests of `rdmaq bench` itself: argument checks, statistics, a --quick run.
+
+No timing is asserted: the figures must exist, be finite and non-negative, and the
+harness must have seen every message exactly once, in order.
+"""
+import importlib.util
+import json
+import math
+from array import array
+
+import numpy as np
+import pytest
+
+from rdmaq_bench import cli
+from rdmaq_bench.stats import analyze
+from bench_helpers import needs_rdmaq
+
+LAT_KEYS = {"n", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us"}
+
+
+def _rec(send, recv, cpu=1_000, wall=10_000, errors=()):
+    return {"send_t": array("q", send).tobytes(), "recv_t": array("q", recv).tobytes(),
+            "cpu_ns": cpu, "wall_ns": wall, "errors": list(errors)}
+
+
+def test_analyze_takes_max_over_readers():
+    send = [0, 1000, 2000, 3000]
+    r0 = _rec(send, [10_000, 2_000, 3_000, 4_000])      # latencies 10, 1, 1, 1 us
+    r1 = _rec(send, [1_000, 6_000, 4_000, 5_000])       # latencies 1, 5, 2, 2 us
+    w = {"sent": 4, "cpu_ns": 500, "wall_ns": 1000}
+    fig, lat_max = analyze(w, [r0, r1])
+    assert list(lat_max) == [10_000, 5_000, 2_000, 2_000]
+    assert fig["measured"] == 4 and fig["errors"] == []
+    assert fig["latency_max_over_readers"]["max_us"] == 10.0
+    assert fig["latency_max_over_readers"]["min_us"] == 2.0
+    assert fig["latency_all_readers"]["n"] == 8
+    assert fig["reader_cpu_busy_frac"] == [0.1, 0.1]
+    assert fig["writer_cpu_busy_frac"] == 0.5
+    # throughput: 4 messages from first send (0) to last receive (5000 ns)
+    assert fig["throughput_msgs_per_s"] == pytest.approx(4 / 5e-6)
+
+
+def test_analyze_reports_readers_that_disagree():
+    r0 = _rec([0, 1, 2], [5, 6, 7])
+    r1 = _rec([0, 1], [5, 6], errors=["got seq 3, expected 2"])
+    fig, _ = analyze({"sent": 3, "cpu_ns": None, "wall_ns": None}, [r0, r1])
+    assert fig["measured"] == 2
+    assert any("different numbers" in e for e in fig["errors"])
+    assert "got seq 3, expected 2" in fig["errors"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--sizes", "12Q"], "bad size"),
+    (["--pace", "5"], "give a unit"),
+    (["--readers", "0"], "readers"),
+    (["--queues", "tcp"], "unknown queue"),
+    (["--cpus", "100000"], "not available"),
+])
+def test_bad_arguments_are_named(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_parsers():
+    assert cli.parse_size("2K") == 2048 and cli.parse_size("1M") == 1 << 20 and cli.parse_size("64") == 64
+    assert cli.parse_pace("0") == 0 and cli.parse_pace("1ms") == 1_000_000
+    assert cli.parse_pace("500us") == 500_000
+
+
+def _numbers(obj):
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _numbers(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _numbers(v)
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        yield obj
+
+
+def _check_result(data, queue, readers):
+    assert data["schema"] == cli.SCHEMA
+    m = data["machine"]
+    for k in ("cpu_model", "logical_cpus", "kernel", "python", "versions", "loadavg_start", "loadavg_end"):
+        assert k in m, k
+    cells = [c for c in data["cells"] if c["queue"] == queue]
+    assert len(cells) == 1
+    cell = cells[0]
+    assert cell["error"] is None, cell["error"]
+    assert cell["readers"] == readers
+    assert len(cell["subruns"]) == 4  # quick: 2 sizes x 2 paces
+    for s in cell["subruns"]:
+        assert s["errors"] == [], s["errors"]
+        assert s["measured"] == s["writer_sent"] - s["warmup"] > 0
+        lat = s["latency_max_over_readers"]
+        assert set(lat) == LAT_KEYS
+        assert lat["n"] == s["measured"]
+        assert 0 <= lat["min_us"] <= lat["p50_us"] <= lat["p99_us"] <= lat["p999_us"] <= lat["max_us"]
+        assert s["negative_latencies"] == 0
+        assert len(s["reader_cpu_busy_frac"]) == readers
+        assert s["throughput_msgs_per_s"] > 0
+        assert len(s["cdf_us"]) == len(data["cdf_q"])
+        assert s["cdf_us"] == sorted(s["cdf_us"])
+    idle = cell["idle"]
+    assert len(idle["reader_cpu_frac_early"]) == readers
+    for v in _numbers(cell):
+        assert math.isfinite(v) and v >= 0, v
+
+
+@needs_rdmaq
+def test_quick_run_rdmaq_shm(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = cli.main(["--quick", "--queues", "rdmaq-shm", "--json", str(out)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    _check_result(data, "rdmaq-shm", 2)
+    table = capsys.readouterr().out
+    assert "rdmaq-shm" in table and "p99[us]" in table
+    # the JSON alone re-renders the table and a plot
+    if importlib.util.find_spec("matplotlib"):
+        png = tmp_path / "r.png"
+        assert cli.main(["--from-json", str(out), "--plot", str(png)]) == 0
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm not installed")
+def test_quick_run_vllm_reference(tmp_path):
+    out = tmp_path / "v.json"
+    rc = cli.main(["--quick", "--queues", "vllm", "--readers", "1", "--json", str(out)])
+    assert rc == 0
+    _check_result(json.loads(out.read_text()), "vllm", 1)
+
+
+def test_unavailable_queue_is_skipped_with_a_message(tmp_path, capsys):
+    # no RDMA device on CI machines: verbs is skipped, and with nothing else to run the exit is 1
+    import os
+    if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
+        pytest.skip("this machine has an RDMA device")
+    rc = cli.main(["--quick", "--queues", "rdmaq-verbs"])
+    assert rc == 1
+    assert "skipping rdmaq-verbs" in capsys.readouterr().err
+
+
+def test_numpy_percentiles_match_stats():
+    from rdmaq_bench.stats import summarize
+    v = np.arange(1, 1001, dtype=np.int64) * 1000
+    s = summarize(v)
+    assert s["p50_us"] == pytest.approx(500.5) and s["max_us"] == 1000.0 and s["n"] == 1000

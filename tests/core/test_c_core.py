@@ -1,0 +1,33 @@
+"""The C core under AddressSanitizer+UBSan and ThreadSanitizer (race check)."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SOURCES = [os.path.join(ROOT, "csrc", f) for f in ("ring.c", "wait.c", "error.c", "shm.c")]
+TEST = os.path.join(ROOT, "tests", "c", "test_ring.c")
+SANITIZERS = {
+    "asan-ubsan": ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
+    "tsan": ["-fsanitize=thread"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SANITIZERS))
+def test_c_core_under_sanitizer(kind, tmp_path):
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.fail("no C compiler: install gcc (the CI script does)")
+    exe = tmp_path / f"test_ring_{kind}"
+    subprocess.run([cc, "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
+                    "-I", os.path.join(ROOT, "csrc"), *SANITIZERS[kind], TEST, *SOURCES,
+                    "-lpthread", "-o", str(exe)], check=True)
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
+               TSAN_OPTIONS="halt_on_error=1")
+    # TSan needs a fixed address-space layout on some kernels.
+    cmd = ["setarch", "-R", str(exe)] if kind == "tsan" and shutil.which("setarch") else [str(exe)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "PASS" in p.stdout

@@ -1,0 +1,92 @@
+"""Bad input gets a clear error naming what was wrong."""
+import pickle
+
+import pytest
+
+import rdmaq
+
+
+def test_handle_is_small_and_picklable():
+    with rdmaq.Writer(8, transport="shm") as w:
+        data = pickle.dumps(w.handle)
+        assert len(data) < 512
+        h = pickle.loads(data)
+        assert h == w.handle and h.n_readers == 8 and h.transport == "shm"
+
+
+@pytest.mark.parametrize("index", [-1, 2, 100])
+def test_out_of_range_index(index):
+    with rdmaq.Writer(2, transport="shm") as w:
+        with pytest.raises(ValueError, match=f"reader index {index} out of range: queue has 2 readers"):
+            rdmaq.Reader(w.handle, index)
+
+
+def test_not_a_handle():
+    with pytest.raises(ValueError, match="not an rdmaq.Handle"):
+        rdmaq.Reader({"name": "x"}, 0)
+
+
+def test_corrupt_handle():
+    with rdmaq.Writer(1, transport="shm") as w:
+        h = w.handle
+        bad = rdmaq.Handle(h.transport, h.n_readers, {"boot_id": h.info["boot_id"]})
+        with pytest.raises(ValueError, match="corrupt shm handle"):
+            rdmaq.Reader(bad, 0)
+        gone = rdmaq.Handle("shm", 1, {"name": "rdmaq-no-such-queue"})
+        with pytest.raises(FileNotFoundError, match="no rdmaq queue /rdmaq-no-such-queue.w here"):
+            rdmaq.Reader(gone, 0)
+
+
+def test_handle_for_unknown_transport_or_version():
+    with pytest.raises(ValueError, match="unknown transport 'carrier-pigeon'"):
+        rdmaq.Reader(rdmaq.Handle("carrier-pigeon", 1, {}), 0)
+    with pytest.raises(ValueError, match="different rdmaq releases"):
+        rdmaq.Reader(rdmaq.Handle("shm", 1, {}, version=99), 0)
+
+
+def test_handle_from_another_host():
+    with rdmaq.Writer(1, transport="shm") as w:
+        h = rdmaq.Handle("shm", 1, {**w.handle.info, "boot_id": "another-machine"})
+        with pytest.raises(ValueError, match="made on another host"):
+            rdmaq.Reader(h, 0)
+
+
+def test_same_index_twice():
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        with pytest.raises(OSError, match="reader index 0 is already attached"):
+            rdmaq.Reader(w.handle, 0)
+        r.close()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"slot_bytes": 100}, "slot_bytes must be in 128"),
+    ({"slot_bytes": 1000}, "multiple of 64"),
+    ({"slots": 1}, "slots must be in 2"),
+    ({"max_message_bytes": 0}, "max_message_bytes must be in 1"),
+    ({"transport": "udp"}, "unknown transport 'udp'"),
+])
+def test_bad_writer_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        rdmaq.Writer(1, **kwargs)
+
+
+def test_bad_reader_count_and_types():
+    with pytest.raises(ValueError, match="n_readers must be in 1..256, got 0"):
+        rdmaq.Writer(0)
+    with pytest.raises(TypeError, match="n_readers must be an int"):
+        rdmaq.Writer("4")
+    with rdmaq.Writer(1, transport="shm") as w:
+        with pytest.raises(TypeError, match="needs bytes-like"):
+            w.put("a str is not bytes")
+        with pytest.raises(ValueError, match="timeout must be >= 0"):
+            w.put(b"x", timeout=-1)
+
+
+def test_get_on_raw_bytes_then_recv_mismatch_is_clear():
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.put(b"raw bytes, not an object")
+        with pytest.raises(ValueError, match="not an rdmaq object message"):
+            r.recv(timeout=5)
+        r.close()

@@ -1,0 +1,144 @@
+"""Shutdown, peer death, clean close: errors within the timeout, never a hang."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import rdmaq
+from conftest import start
+from readers import sleepy_reader, stream_reader
+
+
+def _in_thread(fn):
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            box["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, box
+
+
+def test_close_from_another_thread_wakes_blocked_get():
+    w = rdmaq.Writer(1, transport="shm")
+    r = rdmaq.Reader(w.handle, 0)
+    w.wait_ready(timeout=10)
+    t, box = _in_thread(lambda: r.get())
+    time.sleep(0.3)  # let it block (spin, then futex)
+    r.close()
+    t.join(10)
+    assert not t.is_alive()
+    assert isinstance(box.get("error"), rdmaq.ClosedError)
+    with pytest.raises(rdmaq.ClosedError):
+        r.get(timeout=1)
+    w.close()
+
+
+def test_close_from_another_thread_wakes_blocked_put():
+    w = rdmaq.Writer(1, transport="shm", slot_bytes=128, slots=2)
+    r = rdmaq.Reader(w.handle, 0)
+    w.put(b"1")
+    w.put(b"2")
+    t, box = _in_thread(lambda: w.put(b"3"))
+    time.sleep(0.3)
+    w.close()
+    t.join(10)
+    assert not t.is_alive()
+    assert isinstance(box.get("error"), rdmaq.ClosedError)
+    # what was sent before the close is still delivered, then the close
+    assert r.get(timeout=5) == b"1"
+    assert r.get(timeout=5) == b"2"
+    with pytest.raises(rdmaq.PeerClosedError):
+        r.get(timeout=5)
+    r.close()
+
+
+def test_kill_9_reader_mid_stream_names_the_reader(procs, results):
+    with rdmaq.Writer(3, transport="shm", slot_bytes=1024, slots=8) as w:
+        procs += [start(stream_reader, w.handle, i, results) for i in (0, 1)]
+        procs.append(start(sleepy_reader, w.handle, 2, results))
+        w.wait_ready(timeout=60)
+        victim = procs[2]
+        for _ in range(3):
+            w.put(b"m" * 500, timeout=30)
+        os.kill(victim.pid, signal.SIGKILL)
+        with pytest.raises(rdmaq.PeerDeadError, match=rf"reader 2 \(pid {victim.pid}\) died"):
+            for _ in range(1000):
+                w.put(b"m" * 500, timeout=30)
+
+
+def test_kill_9_writer_mid_stream_readers_raise(procs, results):
+    procs.append(start(_doomed_writer, 2, results))
+    handle = results.get(timeout=60)
+    procs += [start(stream_reader, handle, i, results) for i in range(2)]
+    started = [results.get(timeout=60) for _ in range(2)]
+    assert all(s[1] == "started" for s in started), started
+    os.kill(procs[0].pid, signal.SIGKILL)
+    ends = [results.get(timeout=60) for _ in range(2)]
+    assert all(e[1] == "dead" for e in ends), ends
+    assert all("writer" in e[3] and "died" in e[3] for e in ends)
+    assert all(e[2] >= 1 for e in ends)
+
+
+def _doomed_writer(n, q):
+    w = rdmaq.Writer(n, transport="shm", slot_bytes=1024, slots=8)
+    q.put(w.handle)
+    w.wait_ready(timeout=60)
+    while True:
+        w.put(b"x" * 100)
+
+
+def test_clean_writer_close_is_seen_after_all_messages(procs, results):
+    with rdmaq.Writer(2, transport="shm") as w:
+        procs += [start(stream_reader, w.handle, i, results) for i in range(2)]
+        w.wait_ready(timeout=60)
+        for _ in range(500):
+            w.put(b"y" * 64)
+    msgs = [results.get(timeout=60) for _ in range(4)]
+    closed = sorted(m for m in msgs if m[1] == "closed")
+    assert closed == [(0, "closed", 500), (1, "closed", 500)]
+
+
+def test_closed_reader_is_skipped_and_last_close_is_reported():
+    w = rdmaq.Writer(2, transport="shm", slot_bytes=128, slots=2)
+    r0, r1 = rdmaq.Reader(w.handle, 0), rdmaq.Reader(w.handle, 1)
+    w.wait_ready(timeout=10)
+    r1.close()
+    for i in range(10):  # r1 never reads, yet the writer is not blocked by it
+        w.put(bytes([i]), timeout=5)
+        assert r0.get(timeout=5) == bytes([i])
+    r0.close()
+    with pytest.raises(rdmaq.PeerClosedError, match="all 2 readers have closed"):
+        w.put(b"z", timeout=5)
+    w.close()
+
+
+def test_writer_wait_ready_times_out_when_readers_missing():
+    with rdmaq.Writer(2, transport="shm") as w:
+        rdmaq.Reader(w.handle, 0)
+        with pytest.raises(TimeoutError):
+            w.wait_ready(timeout=0.2)
+
+
+def test_stats_count_messages_bytes_and_waits():
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        for i in range(10):
+            w.put(b"s" * i)
+        for i in range(10):
+            r.get(timeout=5)
+        with pytest.raises(TimeoutError):
+            r.get(timeout=0.3)
+        assert w.stats["messages"] == 10 and w.stats["bytes"] == 45
+        st = r.stats
+        assert st["messages"] == 10 and st["bytes"] == 45
+        assert st["sleeps"] >= 1  # the empty wait blocked instead of spinning 0.3 s
+        assert set(st) == {"messages", "bytes", "spins", "sleeps", "wakeups", "credits"}
+        r.close()
+        assert r.stats["messages"] == 10  # kept after close

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what it needs
+# (apt + pip, downloads cached under ~/.cache), then runs every tier:
+#   core      C core + shm transport + Python API (incl. ASan/UBSan/TSan builds)
+#   verbs     verbs transport on real SoftRoCE inside a QEMU VM (tests/rxe)
+#   vllm      vLLM's own MessageQueue tests against rdmaq + a TP=2 serve
+#   docker    the containerized SoftRoCE run (docker/)
+#   bench     benchmark harness smoke test (benchmarks disabled)
+# Usage: tests/run_all.sh [TIER...]   (default: all tiers)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/pip}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+VENV=${RDMAQ_VENV:-$ROOT/.venv}
+TIERS=("$@")
+[ ${#TIERS[@]} -eq 0 ] && TIERS=(core verbs vllm docker bench)
+declare -A RESULT
+FAILED=0
+
+stage() { printf '\n==== %s ==== (%s)\n' "$*" "$(date +%T)"; }
+
+apt_install() {
+	local missing=()
+	for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	stage "apt-get install ${missing[*]}"
+	if [ ! -f /var/lib/apt/periodic/rdmaq-updated ] || [ -n "$(find /var/lib/apt/periodic/rdmaq-updated -mmin +720 2>/dev/null)" ]; then
+		apt-get update -qq && mkdir -p /var/lib/apt/periodic && touch /var/lib/apt/periodic/rdmaq-updated
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+setup_venv() {
+	stage "python venv $VENV"
+	apt_install gcc libc6-dev libibverbs-dev librdmacm-dev rdma-core ibverbs-providers util-linux
+	[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || return 1
+	# torch first, pinned, so nothing ever pulls a CUDA build
+	"$VENV/bin/pip" install -q torch==2.13.0 || return 1
+	"$VENV/bin/pip" install -q -e "$ROOT[test]" || return 1
+	"$VENV/bin/python" -c "import rdmaq, rdmaq._rdmaq; print('rdmaq', rdmaq.__version__, 'built')"
+}
+
+run_tier() {
+	local tier=$1 t0=$SECONDS rc
+	case $tier in
+	core)	stage "core tests"
+		"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/core ;;
+	verbs)	stage "verbs tests in the SoftRoCE VM"
+		PATH="$VENV/bin:$PATH" RDMAQ_VENV=$VENV bash tests/rxe/ci.sh ;;
+	vllm)	stage "vLLM tests"
+		RDMAQ_VENV=$VENV bash tests/vllm/ci.sh ;;
+	docker)	stage "containerized SoftRoCE tests"
+		RDMAQ_VENV=$VENV bash docker/ci.sh ;;
+	bench)	stage "benchmark harness (benchmarks disabled)"
+		RDMAQ_VENV=$VENV bash tests/bench/ci.sh ;;
+	*)	echo "unknown tier $tier"; return 2 ;;
+	esac
+	rc=$?
+	RESULT[$tier]="rc=$rc $((SECONDS - t0))s"
+	return $rc
+}
+
+t_all=$SECONDS
+if ! setup_venv; then
+	echo "setup failed"
+	exit 1
+fi
+for tier in "${TIERS[@]}"; do
+	run_tier "$tier" || FAILED=1
+done
+stage "summary ($((SECONDS - t_all))s)"
+for tier in "${TIERS[@]}"; do printf '%-8s %s\n' "$tier" "${RESULT[$tier]:-not run}"; done
+exit $FAILED

@@ -1,0 +1,135 @@
+"""conftest for vLLM's own MessageQueue tests, run against rdmaq's class.
+
+tests/vllm/ci.sh copies vLLM 0.33.0's test files (from its sdist, cached under
+~/.cache, never into this repo) next to this file and runs pytest there.  This
+module is imported before the test modules, so the plugin's swap of
+``shm_broadcast.MessageQueue`` is what their
+``from ...shm_broadcast import MessageQueue`` binds; forked test children
+inherit it.  ``RDMAQ_UPSTREAM_IMPL=vllm`` runs the same selection against
+vLLM's own class (a baseline).
+
+Tests that assert vLLM's internals rather than the queue's contract are
+deselected, each with its reason (printed at the end of the run).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+import vllm.distributed.device_communicators.shm_broadcast as _sb
+
+IMPL = os.environ.get("RDMAQ_UPSTREAM_IMPL", "rdmaq")
+if IMPL == "rdmaq":
+    from rdmaq.vllm import plugin
+    from rdmaq.vllm.queue import RdmaqMessageQueue
+
+    plugin.apply("rdmaq")
+    assert _sb.MessageQueue is RdmaqMessageQueue
+elif IMPL != "vllm":
+    raise pytest.UsageError(f"RDMAQ_UPSTREAM_IMPL must be rdmaq or vllm, not {IMPL!r}")
+
+_SPIN = "asserts vLLM's SpinCondition internals (busy_loop_s/last_read/wait() counts)"
+_OVERFLOW = (
+    "asserts that a message >= max_chunk_bytes goes through the ZMQ overflow "
+    "path (MessageQueue.recv); rdmaq streams it through the ring instead "
+    "(same payload checks: tests/vllm/test_queue.py)"
+)
+_HELPER = "tests a module-level helper, not the MessageQueue class"
+_CHUNK = "drives vLLM's chunk-level acquire_read/acquire_write or notify socket"
+_ARENA = "shm tensor arena: rdmaq accepts enable_shm_tensor_arena and ignores it"
+
+# test id prefix -> reason.  A prefix ending in "[" deselects matching params.
+DESELECT: dict[str, str] = {
+    "test_shm_broadcast.py::test_distributed_run_reports_timeout": (
+        "tests the file's process harness, not the queue"
+    ),
+    "test_shm_broadcast.py::test_message_queue_shutdown_busy": (
+        _SPIN + " to set up busy mode; shutdown-from-another-thread is "
+        "covered by tests/vllm/test_queue.py"
+    ),
+    "test_shm_broadcast.py::test_message_queue_shutdown_idle": (
+        _SPIN + " to set up idle mode; covered by tests/vllm/test_queue.py"
+    ),
+    "test_shm_broadcast.py::test_message_queue_idle_wake": _SPIN,
+    "test_shm_broadcast.py::test_message_queue_busy_to_idle": _SPIN,
+    "test_shm_broadcast.py::test_tensor_broadcast": _OVERFLOW,
+    "test_shm_broadcast.py::test_broadcast_retains_values_after_ring_reuse[overflow-": (
+        _OVERFLOW
+    ),
+    "test_shm_broadcast.py::test_tensor_pickle_roundtrip[": _HELPER
+    + " (_reduce_tensor/_rebuild_tensor, which rdmaq reuses unchanged)",
+    "test_shm_broadcast.py::test_reduce_tensor_fallback[": _HELPER + " (_reduce_tensor)",
+    "test_shm_broadcast.py::test_reader_timeout_caps_indefinite_waits[": (
+        "MessageQueue.ReadTimeoutWithWarnings internals"
+    ),
+    "test_shm_broadcast.py::test_reader_rechecks_shm_after_idle_wait_timeout_without_notify": _CHUNK,
+    "test_shm_broadcast.py::test_busy_reader_consumes_write_notifications": _CHUNK,
+    "test_shm_broadcast.py::test_acquire_read_releases_slot_when_reader_raises": _CHUNK,
+    "test_shm_broadcast.py::test_check_shm_free_space_": _HELPER + " (check_shm_free_space)",
+    "test_shm_broadcast.py::test_shm_ring_buffer_creation_checks_free_space": (
+        _HELPER + " (ShmRingBuffer)"
+    ),
+    "test_shm_broadcast.py::test_shm_tensor_arena_creation_checks_free_space": _ARENA,
+    "test_shm_broadcast.py::test_arena_": _ARENA,
+    "test_shm_broadcast.py::test_tensor_arena_registry_is_weak_and_survives_shutdown": _ARENA,
+    "test_shm_broadcast.py::test_create_from_handle_tolerates_arena_attach_failure": _ARENA,
+    "test_mq_connect_ip.py::test_mq_bind_with_non_local_ip_fails": (
+        "binds 198.51.100.1, a non-loopback address; this project's tests stay "
+        "on loopback"
+    ),
+}
+
+
+def _reason(nodeid: str) -> str | None:
+    name = nodeid.rsplit("/", 1)[-1]
+    for prefix, reason in DESELECT.items():
+        if name.startswith(prefix):
+            return reason
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    keep, dropped = [], []
+    for item in items:
+        reason = _reason(item.nodeid)
+        (dropped if reason else keep).append((item, reason))
+    if dropped:
+        config.hook.pytest_deselected(items=[i for i, _ in dropped])
+        items[:] = [i for i, _ in keep]
+    config._rdmaq_deselected = [(i.nodeid, r) for i, r in dropped]
+    names = [i.nodeid.rsplit("/", 1)[-1] for i, _ in dropped]
+    config._rdmaq_unused = [
+        p for p in DESELECT if not any(n.startswith(p) for n in names)
+    ]
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    dropped = getattr(config, "_rdmaq_deselected", [])
+    tr = terminalreporter
+    tr.section(f"MessageQueue under test: {IMPL}; deselected {len(dropped)}")
+    by_reason: dict[str, list[str]] = {}
+    for nodeid, reason in dropped:
+        by_reason.setdefault(reason, []).append(nodeid.rsplit("::", 1)[-1])
+    for reason, ids in by_reason.items():
+        tr.write_line(f"- {len(ids)}: {reason}")
+        tr.write_line("    " + ", ".join(ids))
+    for prefix in getattr(config, "_rdmaq_unused", []):
+        tr.write_line(f"! deselect entry matched nothing (upstream renamed?): {prefix}")
+
+
+# From vLLM's tests/conftest.py (the repo conftest would import half of vLLM).
+@pytest.fixture()
+def temporary_enable_log_propagate(monkeypatch):
+    from vllm.logger import DEFAULT_LOGGING_CONFIG
+
+    monkeypatch.setitem(DEFAULT_LOGGING_CONFIG["loggers"]["vllm"], "propagate", True)
+    monkeypatch.setattr(logging.getLogger("vllm"), "propagate", True)
+
+
+@pytest.fixture()
+def caplog_vllm(temporary_enable_log_propagate, caplog):
+    with caplog.at_level(logging.INFO):
+        yield caplog
