@@ -508,6 +508,7 @@ class ReaderBackend:
                 f"verbs reader {index}: cannot reach writer ({self._writer_desc}) at "
                 f"{live[0]}:{live[1]}: {e} (it died, or already has all its readers)") from e
         self._live.setblocking(False)
+        self._live_fd = self._live.fileno()  # still valid once C owns it
         _keepalive(self._live)
         self._dealer = _zsocket(zmq.DEALER)
         if ":" in live[0]:
@@ -583,7 +584,7 @@ class ReaderBackend:
     def _recv(self, deadline):
         poller = zmq.Poller()
         poller.register(self._dealer, zmq.POLLIN)
-        poller.register(self._live, zmq.POLLIN)
+        poller.register(self._live_fd, zmq.POLLIN)
         while True:
             wait = _poll_s(deadline)
             if wait is None:
@@ -592,7 +593,7 @@ class ReaderBackend:
             events = dict(poller.poll(wait * 1000))
             if self._dealer in events:
                 return json.loads(self._dealer.recv())
-            if self._live in events and _fd_gone(self._live.fileno()):
+            if self._live_fd in events and _fd_gone(self._live_fd):
                 raise errors.PeerDeadError(
                     f"verbs reader {self._index}: writer ({self._writer_desc}) died or closed "
                     "before attaching this reader")

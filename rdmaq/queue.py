@@ -1,5 +1,6 @@
 """The public endpoints: Writer and Reader."""
 import errno
+import os
 import threading
 import time
 
@@ -89,6 +90,7 @@ class _Endpoint:
         self._op = threading.Lock()  # held while C uses the object
         self._closed = False
         self._ready = False
+        self._pid = os.getpid()
 
     def _check(self, rc, what):
         errors.raise_for(rc, f"{self._kind} {what}", self._lib, self._ffi)
@@ -125,6 +127,9 @@ class _Endpoint:
         if self._closed:
             return
         self._closed = True
+        if os.getpid() != self._pid:
+            # A fork()ed copy: the queue belongs to the parent, leave it be.
+            return
         self._cancel()  # wakes a blocked operation, which then releases _op
         with self._op:
             self._finish_close()

@@ -10,7 +10,8 @@
 #   ib_write_lat on DEV0 (loopback), DEV0 -> DEV1 (GID exchange over TCP) and
 #   DEV0 -> DEV1 through rdma_cm (-R).
 # DEV1 runs as the second host (tests/rxe/peer-exec: only DEV1 visible); the
-# cross-device checks are skipped when DEV1 does not exist.
+# cross-device checks are skipped when DEV1 does not exist or is not usable
+# here (RDMAQ_VM_DEV1=none skips them too).
 #
 # Environment:
 #   RDMAQ_VM_DEV0/RDMAQ_VM_IP0   first device and its IPv4 (rxe0, 192.0.2.1)
@@ -134,7 +135,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 peer=("$here/peer-exec")
 have_dev1=0
-[ -e "/sys/class/infiniband/$dev1" ] && have_dev1=1
+# DEV1 must exist and be usable here (a container may see its sysfs only).
+[ -e "/sys/class/infiniband/$dev1" ] && ibv_devinfo -l 2>/dev/null | grep -qw "$dev1" && have_dev1=1
 
 log "ibv_devinfo"
 ibv_devinfo -d "$dev0" || fail "ibv_devinfo -d $dev0"
@@ -178,7 +180,7 @@ case $(cd "$results" && pwd -P)/ in
 esac
 {
 	printf '{\n  "what": "perftest on SoftRoCE (rdma_rxe); emulated, not NIC figures",\n'
-	printf '  "host": "%s", "kernel": "%s", "cpus": %s,\n' "$(hostname)" "$(uname -r)" "$(nproc)"
+	printf '  "host": "%s", "kernel": "%s", "cpus": %s,\n' "$(uname -n)" "$(uname -r)" "$(nproc)"
 	printf '  "perftest": "%s",\n' "$(dpkg-query -W -f '${Version}' perftest 2>/dev/null)"
 	printf '  "date": "%s",\n  "results": [\n' "$(date -u +%FT%TZ)"
 	for ((i = 0; i < ${#json[@]}; i++)); do
