@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="short run: readers 2, sizes 64,40K, pace 0,1ms, few messages "
                         "(explicit options still win)")
+    p.add_argument("--markdown", action="store_true",
+                   help="print Markdown tables (each queue beside vLLM) instead of the text table")
     p.add_argument("--from-json", metavar="FILE",
                    help="do not run: print the tables (and --plot) of an earlier --json file")
     return p
@@ -157,9 +159,9 @@ def _progress_factory(stream):
 
 
 def finish(result, args) -> None:
-    from rdmaq_bench.report import format_tables
+    from rdmaq_bench.report import format_markdown, format_tables
 
-    print(format_tables(result), file=sys.stdout)
+    print(format_markdown(result) if args.markdown else format_tables(result), file=sys.stdout)
     if args.plot:
         from rdmaq_bench.plot import plot
 

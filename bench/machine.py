@@ -59,7 +59,14 @@ def versions() -> dict:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             out[name] = None
-    if out.get("vllm") is None:  # a trimmed copy without dist-info (device runs)
+    if out.get("rdmaq") is None:  # run from a source tree
+        try:
+            import rdmaq
+
+            out["rdmaq"] = getattr(rdmaq, "__version__", None)
+        except Exception:
+            pass
+    if out.get("vllm") is None:  # a copy without dist-info
         try:
             from vllm import _version
 
@@ -67,6 +74,25 @@ def versions() -> dict:
         except Exception:
             pass
     return out
+
+
+def _git_commit() -> str | None:
+    """The rdmaq source tree's commit, when it is a git checkout (best effort)."""
+    try:
+        import subprocess
+
+        import rdmaq
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(rdmaq.__file__)))
+        r = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True, timeout=5)
+        if r.returncode == 0:
+            dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=5).stdout.strip()
+            return r.stdout.strip() + ("+dirty" if dirty else "")
+    except Exception:
+        pass
+    return None
 
 
 def describe(label: str | None = None) -> dict:
@@ -86,6 +112,7 @@ def describe(label: str | None = None) -> dict:
         "python_impl": platform.python_implementation(),
         "rdma_devices": _rdma_devices(),
         "versions": versions(),
+        "rdmaq_git": _git_commit(),
         "loadavg_start": list(os.getloadavg()),
         "time_start": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

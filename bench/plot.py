@@ -34,7 +34,8 @@ def plot(result: dict, path: str, size: int | None = None, pace_ns: int | None =
     conts = sorted({contention_key(c) for c in cells},
                    key=lambda k: (k[0] is not None, -len(k[0] or ()), k[1], k[2]))
     nrows, ncols = len(conts) + 1, len(readers)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.4 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(7.0, 5.2 * ncols), 3.4 * nrows),
+                             squeeze=False)
 
     def sub_of(c):
         for s in c["subruns"]:
@@ -91,8 +92,8 @@ def plot(result: dict, path: str, size: int | None = None, pace_ns: int | None =
             ax.legend(fontsize=7)
 
     fig.suptitle(f"rdmaq bench, {m.get('label') or m.get('hostname')} ({m.get('cpu_model')}, "
-                 f"{m.get('cpus_allowed')} cpus): {size_label(size)} messages, pace "
-                 f"{pace_label(pace_ns)}", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+                 f"{m.get('cpus_allowed')} cpus)\n{size_label(size)} messages, pace "
+                 f"{pace_label(pace_ns)}; one-way latency, max over readers", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (3.4 * nrows)))
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -72,6 +72,7 @@ def write_subrun(send, sub) -> dict:
     deadline = mono() + int(sub["time_cap_s"] * 1e9)
     cpu0 = wall0 = None
     sent = 0
+    send_dur = array("q")  # how long each measured send call took: the writer's share
     for i in range(warmup + n):
         if i == warmup:
             cpu0, wall0 = ptime(), mono()
@@ -79,6 +80,8 @@ def write_subrun(send, sub) -> dict:
         send((KIND_DATA, i, t, payload))
         sent = i + 1
         now = mono()
+        if i >= warmup:
+            send_dur.append(now - t)
         if now > deadline:
             break
         if pace_ns:
@@ -92,6 +95,7 @@ def write_subrun(send, sub) -> dict:
         "measured": max(0, sent - warmup),
         "cpu_ns": (cpu1 - cpu0) if cpu0 is not None else None,
         "wall_ns": (wall1 - wall0) if wall0 is not None else None,
+        "send_dur": send_dur.tobytes(),
     }
 
 

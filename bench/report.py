@@ -51,7 +51,7 @@ def _pct(v):
 def format_tables(result: dict) -> str:
     m = result["machine"]
     lines = []
-    hr = "-" * 128
+    hr = "-" * 136
     lines.append(hr)
     lines.append(f"# rdmaq bench on {m.get('label') or m.get('hostname')}: {m.get('cpu_model')}, "
                  f"{m.get('cpus_allowed')} cpus, kernel {m.get('kernel')}, python {m.get('python')}, "
@@ -62,10 +62,11 @@ def format_tables(result: dict) -> str:
                  "warm-up excluded; CPU% = per process, busy phase")
     lines.append("# att = CPU-hog processes in the same cpuset; tok = tokenizer attacker; "
                  "b2b = back to back (latency includes queueing)")
+    lines.append("# send50 = p50 of the writer's send call [us] (serialize, copy, wake readers)")
     lines.append(hr)
     lines.append(f"{'queue':<12}{'rd':>3}{'cpus':>8}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
                  f"{'msgs':>7}{'p50[us]':>10}{'p99[us]':>10}{'p99.9[us]':>11}{'max[us]':>10}"
-                 f"{'kmsg/s':>9}{'MB/s':>9}{'rdCPU%':>8}{'wrCPU%':>8}")
+                 f"{'kmsg/s':>9}{'MB/s':>9}{'rdCPU%':>8}{'wrCPU%':>8}{'send50':>8}")
     for cell in result["cells"]:
         head = (f"{cell['queue']:<12}{cell['readers']:>3}{cpus_label(cell['cpus'], m):>8}"
                 f"{cell['attackers']:>4}{('y' if cell['tokenizer_attacker'] else 'n'):>4}")
@@ -80,6 +81,7 @@ def format_tables(result: dict) -> str:
                 f"{_f(lm.get('max_us'), '{:.1f}'):>10}{_f(tp and tp / 1e3, '{:.1f}'):>9}"
                 f"{_f(s.get('throughput_MB_per_s'), '{:.1f}'):>9}"
                 f"{_pct(s.get('reader_cpu_busy_frac_mean')):>8}{_pct(s.get('writer_cpu_busy_frac')):>8}"
+                f"{_f((s.get('writer_send_call') or {}).get('p50_us'), '{:.1f}'):>8}"
                 + ("  ERRORS" if s["errors"] else ""))
     lines.append(hr)
     lines.append("# idle window (no messages; readers blocked in dequeue): CPU% per reader, mean "
@@ -210,3 +212,52 @@ def group_cells(cells):
     for c in cells:
         g[(c["readers"], contention_key(c))].append(c)
     return g
+
+
+def format_markdown(result: dict) -> str:
+    """Compact Markdown: per reader count and contention, each queue beside vLLM from the same run."""
+    m = result["machine"]
+    out = []
+    queues = [q for q in dict.fromkeys(c["queue"] for c in result["cells"]) if q != BASELINE]
+    for (rd, ck), cells in group_cells(result["cells"]).items():
+        by_q = {c["queue"]: c for c in cells}
+        base = by_q.get(BASELINE)
+        cpus, att, tok = ck
+        out.append(f"**TP={rd}, cpus {cpus_label(list(cpus) if cpus else None, m)}, "
+                   f"{att} CPU hogs{', tokenizer attacker' if tok else ''}** "
+                   f"(max over readers; µs)\n")
+        head = "| bytes | pace | vllm p50 | vllm p99 | vllm rd CPU |"
+        sep = "|---:|---:|---:|---:|---:|"
+        for q in queues:
+            head += f" {q} p50 | {q} p99 | {q} rd CPU | p50 ratio | p99 ratio |"
+            sep += "---:|---:|---:|---:|---:|"
+        out += [head, sep]
+        subs = base["subruns"] if base else next(iter(by_q.values()))["subruns"]
+        for k, s0 in enumerate(subs):
+            key = (s0["size"], s0["pace_ns"])
+            row = f"| {size_label(key[0])} | {pace_label(key[1])} |"
+
+            def find(c):
+                if not c:
+                    return None
+                return next((s for s in c["subruns"] if (s["size"], s["pace_ns"]) == key), None)
+            b = find(base)
+            bl = (b or {}).get("latency_max_over_readers") or {}
+            row += (f" {_f(bl.get('p50_us'), '{:.0f}')} | {_f(bl.get('p99_us'), '{:.0f}')} |"
+                    f" {_pct((b or {}).get('reader_cpu_busy_frac_mean'))}% |")
+            for q in queues:
+                s = find(by_q.get(q))
+                sl = (s or {}).get("latency_max_over_readers") or {}
+                r50 = sl["p50_us"] / bl["p50_us"] if sl and bl else None
+                r99 = sl["p99_us"] / bl["p99_us"] if sl and bl else None
+                row += (f" {_f(sl.get('p50_us'), '{:.0f}')} | {_f(sl.get('p99_us'), '{:.0f}')} |"
+                        f" {_pct((s or {}).get('reader_cpu_busy_frac_mean'))}% |"
+                        f" {_f(r50, '{:.2f}')} | {_f(r99, '{:.2f}')} |")
+            out.append(row)
+        idle = " · ".join(
+            f"{c['queue']} {_pct(c['idle']['reader_cpu_frac_early_mean'])}% / "
+            f"{_pct(c['idle']['reader_cpu_frac_late_mean'])}%"
+            for c in cells if c.get("idle"))
+        out.append(f"\nIdle readers (CPU per reader, first / second half of a "
+                   f"{cells[0]['idle']['window_s'] if cells[0].get('idle') else '?'} s window): {idle}\n")
+    return "\n".join(out)

@@ -72,4 +72,6 @@ def analyze(writer: dict, readers: list[dict]) -> tuple[dict, np.ndarray]:
     out["writer_cpu_busy_frac"] = (writer["cpu_ns"] / writer["wall_ns"]) \
         if writer.get("cpu_ns") is not None and writer.get("wall_ns") else None
     out["writer_sent"] = writer["sent"]
+    # duration of the writer's send call (serialize, copy, wake readers): the writer's share
+    out["writer_send_call"] = summarize(_arr(writer.get("send_dur", b"")))
     return out, lat_max

@@ -360,7 +360,9 @@ class WriterBackend:
                 reply = {"ok": False, "value_error": True, "error": str(e)}
             except (KeyError, TypeError) as e:
                 reply = {"ok": False, "error": f"bad request: {e!r}"}
-            except (errors.Error, OSError) as e:
+            except OSError as e:
+                reply = {"ok": False, "errno": e.errno, "error": e.strerror or str(e)}
+            except errors.Error as e:
                 reply = {"ok": False, "error": str(e)}
             self._router.send_multipart([ident, json.dumps(reply).encode()])
 
@@ -371,14 +373,14 @@ class WriterBackend:
         if not isinstance(index, int) or not 0 <= index < self._n:
             raise ValueError(f"reader index {index!r} out of range: queue has {self._n} readers")
         if index in self._fds:
-            raise ValueError(f"reader index {index} is already attached")
+            raise OSError(errno.EBUSY, f"reader index {index} is already attached")
         return index
 
     def _on_attach(self, ident, msg):
         index = self._index(msg)
         old = self._pending.get(index)
         if old is not None and old["ident"] != ident:
-            raise ValueError(f"reader index {index} is already being attached by another reader")
+            raise OSError(errno.EBUSY, f"reader index {index} is already being attached by another reader")
         remote = _port_struct(msg["port"])
         peer = bytes.fromhex(msg["proc"])
         pool = msg["pool"]
@@ -601,7 +603,11 @@ class ReaderBackend:
     def _reply_ok(self, reply):
         if not reply.get("ok"):
             msg = f"verbs reader {self._index}: writer refused: {reply.get('error', '?')}"
-            raise ValueError(msg) if reply.get("value_error") else errors.Error(msg)
+            if reply.get("value_error"):
+                raise ValueError(msg)
+            if reply.get("errno"):
+                raise OSError(reply["errno"], msg)
+            raise errors.Error(msg)
 
     def _connect(self, reply):
         pool = reply["pool"]

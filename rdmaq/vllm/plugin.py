@@ -67,7 +67,11 @@ def supported_vllm() -> bool:
     """True when vLLM is importable and its major.minor is one we test."""
     from . import SUPPORTED_VLLM
 
-    if importlib.util.find_spec("vllm") is None:
+    try:
+        found = importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
         logger.debug("rdmaq vLLM plugin: vLLM is not installed; nothing to do")
         return False
     ver = _vllm_version()

@@ -118,7 +118,10 @@ def test_quick_run_rdmaq_shm(tmp_path, capsys):
     _check_result(data, "rdmaq-shm", 2)
     table = capsys.readouterr().out
     assert "rdmaq-shm" in table and "p99[us]" in table
-    # the JSON alone re-renders the table and a plot
+    # the JSON alone re-renders the tables and a plot
+    assert cli.main(["--from-json", str(out), "--markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "| bytes | pace |" in md and "TP=2" in md
     if importlib.util.find_spec("matplotlib"):
         png = tmp_path / "r.png"
         assert cli.main(["--from-json", str(out), "--plot", str(png)]) == 0

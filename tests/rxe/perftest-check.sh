@@ -174,10 +174,12 @@ for s in $sizes; do
 done
 
 mkdir -p "$results" || { fail "cannot create $results"; exit 1; }
-case $(cd "$results" && pwd -P)/ in
-"${RDMAQ_VM_WORKDIR:-/}"/*) ;;
-*) echo "perftest-check: note: $results is outside the VM's shared working dir; it vanishes with the VM" >&2 ;;
-esac
+if [ -n "${RDMAQ_VM_WORKDIR:-}" ]; then
+	case $(cd "$results" && pwd -P)/ in
+	"$RDMAQ_VM_WORKDIR"/*) ;;
+	*) echo "perftest-check: note: $results is outside the VM's shared working dir; it vanishes with the VM" >&2 ;;
+	esac
+fi
 {
 	printf '{\n  "what": "perftest on SoftRoCE (rdma_rxe); emulated, not NIC figures",\n'
 	printf '  "host": "%s", "kernel": "%s", "cpus": %s,\n' "$(uname -n)" "$(uname -r)" "$(nproc)"

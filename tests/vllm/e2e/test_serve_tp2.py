@@ -31,6 +31,10 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("vllm")
+if not (Path(sys.executable).parent / "vllm").exists():
+    pytest.skip("no vllm CLI beside this python", allow_module_level=True)
+
 HERE = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
 PROMPTS = [

@@ -1,7 +1,9 @@
 """conftest for vLLM's own MessageQueue tests, run against rdmaq's class.
 
 tests/vllm/ci.sh copies vLLM 0.33.0's test files (from its sdist, cached under
-~/.cache, never into this repo) next to this file and runs pytest there.  This
+~/.cache, never into this repo) and this file, as conftest.py, into a scratch
+directory and runs pytest there.  (It is not named conftest.py here so that a
+pytest run over tests/ in an environment without vLLM does not import it.)  This
 module is imported before the test modules, so the plugin's swap of
 ``shm_broadcast.MessageQueue`` is what their
 ``from ...shm_broadcast import MessageQueue`` binds; forked test children
@@ -92,6 +94,14 @@ def _reason(nodeid: str) -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    if IMPL == "rdmaq":
+        # The swap must have happened before the test modules bound the name.
+        for module in {item.module for item in items if hasattr(item, "module")}:
+            bound = getattr(module, "MessageQueue", RdmaqMessageQueue)
+            if bound is not RdmaqMessageQueue:
+                raise pytest.UsageError(
+                    f"{module.__name__}.MessageQueue is {bound!r}, not rdmaq's"
+                )
     keep, dropped = [], []
     for item in items:
         reason = _reason(item.nodeid)

@@ -1,0 +1,61 @@
+#!/bin/bash
+# Inside the SoftRoCE VM (tests/rxe/vm-run): start a throw-away dockerd on
+# tmpfs, load the test image saved by docker/ci.sh, and run it against the
+# guest's real rxe devices the way docker/compose.yml does.
+#
+#   tests/rxe/vm-run --mem 4G -e RDMAQ_DOCKER_IMAGE_TAR=/path/img.tar -- docker/in-vm.sh [CMD...]
+#
+# Exit status: the container's (the entrypoint's: the test suite's), or 90 if
+# dockerd or `docker load` failed.
+set -uo pipefail
+
+tar=${RDMAQ_DOCKER_IMAGE_TAR:?set RDMAQ_DOCKER_IMAGE_TAR to the image saved by docker/ci.sh}
+image=${RDMAQ_DOCKER_IMAGE:-rdmaq-rxe-test}
+results=${RDMAQ_DOCKER_RESULTS:-$PWD/results/docker}
+
+now() { echo "${EPOCHREALTIME/./}"; }
+secs() { local d=$(($(now) - $1)); printf '%d.%01d' $((d / 1000000)) $((d % 1000000 / 100000)); }
+say() { printf 'docker-in-vm: %s\n' "$*" >&2; }
+
+# The guest has no cgroup mount of its own; runc needs one (v2 here).
+mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup || { say "cannot mount cgroup2"; exit 90; }
+
+d=/tmp/dockerd # tmpfs: everything vanishes with the VM
+mkdir -p "$d"
+export DOCKER_HOST=unix://$d/docker.sock
+docker=/usr/bin/docker # Debian's client, same version as its dockerd
+
+t=$(now)
+# No bridge, no iptables: the test container uses the host network.
+dockerd --data-root "$d/data" --exec-root "$d/exec" --pidfile "$d/dockerd.pid" \
+	-H "$DOCKER_HOST" --bridge=none --iptables=false --ip6tables=false \
+	--storage-driver=overlay2 >"$d/dockerd.log" 2>&1 &
+dpid=$!
+until "$docker" version >/dev/null 2>&1; do
+	if ! kill -0 "$dpid" 2>/dev/null || [ "$(secs "$t" | cut -d. -f1)" -ge 120 ]; then
+		say "dockerd did not start"
+		tail -n 30 "$d/dockerd.log" >&2
+		exit 90
+	fi
+	sleep 0.5
+done
+say "dockerd up in $(secs "$t") s"
+
+t=$(now)
+"$docker" load -q -i "$tar" >&2 || { say "docker load failed"; tail -n 30 "$d/dockerd.log" >&2; exit 90; }
+say "docker load in $(secs "$t") s"
+
+mkdir -p "$results"
+t=$(now)
+"$docker" run --rm --network host \
+	--device /dev/infiniband:/dev/infiniband \
+	--cap-add IPC_LOCK --ulimit memlock=-1:-1 --shm-size 1g \
+	-v "$results:/results" -e RDMAQ_RESULTS_DIR=/results \
+	-e RDMAQ_DEVICE="${RDMAQ_DEVICE:-}" -e PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-}" \
+	"$image" "$@"
+rc=$?
+say "docker run: exit $rc in $(secs "$t") s"
+
+kill "$dpid" 2>/dev/null
+wait "$dpid" 2>/dev/null
+exit $rc

@@ -1,0 +1,176 @@
+"""Shutdown, peer death, clean close over verbs: errors within the timeout, never a hang."""
+import os
+import pickle
+import signal
+import threading
+import time
+
+import pytest
+
+import rdmaq
+from conftest import start
+from vhelpers import doomed_writer, sleepy_reader, stream_reader
+
+
+def _in_thread(fn):
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            box["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, box
+
+
+def test_close_from_another_thread_wakes_blocked_get():
+    w = rdmaq.Writer(1, transport="verbs")
+    r = rdmaq.Reader(w.handle, 0)
+    w.wait_ready(timeout=30)
+    t, box = _in_thread(lambda: r.get())
+    time.sleep(0.5)  # let it block in ppoll on the completion channel
+    r.close()
+    t.join(30)
+    assert not t.is_alive()
+    assert isinstance(box.get("error"), rdmaq.ClosedError)
+    with pytest.raises(rdmaq.ClosedError):
+        r.get(timeout=1)
+    w.close()
+
+
+def test_close_from_another_thread_wakes_blocked_put():
+    w = rdmaq.Writer(1, transport="verbs", slot_bytes=128, slots=2)
+    r = rdmaq.Reader(w.handle, 0)
+    w.put(b"1")
+    w.put(b"2")
+    t, box = _in_thread(lambda: w.put(b"3"))
+    time.sleep(0.5)
+    w.close()
+    t.join(30)
+    assert not t.is_alive()
+    assert isinstance(box.get("error"), rdmaq.ClosedError)
+    # what was sent before the close is still delivered, then the close
+    assert r.get(timeout=30) == b"1"
+    assert r.get(timeout=30) == b"2"
+    with pytest.raises(rdmaq.PeerClosedError):
+        r.get(timeout=30)
+    r.close()
+
+
+def test_kill_9_reader_mid_stream_names_the_reader(procs, results):
+    with rdmaq.Writer(3, transport="verbs", slot_bytes=1024, slots=8) as w:
+        procs += [start(stream_reader, w.handle, i, results) for i in (0, 1)]
+        procs.append(start(sleepy_reader, w.handle, 2, results))
+        w.wait_ready(timeout=300)
+        victim = procs[2]
+        for _ in range(3):
+            w.put(b"m" * 500, timeout=60)
+        os.kill(victim.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(rdmaq.PeerDeadError, match=rf"reader 2 \(pid {victim.pid}\) died"):
+            for _ in range(1000):
+                w.put(b"m" * 500, timeout=60)
+        # noticed from the liveness socket, not from the 60 s timeout
+        assert time.monotonic() - t0 < 30
+
+
+def test_kill_9_writer_mid_stream_readers_raise(procs, results):
+    procs.append(start(doomed_writer, 2, results))
+    handle = results.get(timeout=120)
+    procs += [start(stream_reader, handle, i, results) for i in range(2)]
+    started = [results.get(timeout=300) for _ in range(2)]
+    assert all(s[1] == "started" for s in started), started
+    os.kill(procs[0].pid, signal.SIGKILL)
+    ends = [results.get(timeout=60) for _ in range(2)]
+    assert all(e[1] == "dead" for e in ends), ends
+    assert all("writer" in e[3] and "died" in e[3] for e in ends)
+    assert all(e[2] >= 1 for e in ends)
+
+
+def test_clean_writer_close_is_seen_after_all_messages(procs, results):
+    with rdmaq.Writer(2, transport="verbs") as w:
+        procs += [start(stream_reader, w.handle, i, results) for i in range(2)]
+        w.wait_ready(timeout=300)
+        for _ in range(300):
+            w.put(b"y" * 64, timeout=60)
+    msgs = [results.get(timeout=120) for _ in range(4)]
+    closed = sorted(m for m in msgs if m[1] == "closed")
+    assert closed == [(0, "closed", 300), (1, "closed", 300)]
+
+
+def test_closed_reader_is_skipped_and_last_close_is_reported():
+    w = rdmaq.Writer(2, transport="verbs", slot_bytes=128, slots=2)
+    r0, r1 = rdmaq.Reader(w.handle, 0), rdmaq.Reader(w.handle, 1)
+    w.wait_ready(timeout=30)
+    r1.close()
+    for i in range(10):  # r1 never reads, yet the writer is not blocked by it
+        w.put(bytes([i]), timeout=30)
+        assert r0.get(timeout=30) == bytes([i])
+    r0.close()
+    with pytest.raises(rdmaq.PeerClosedError, match="all 2 readers have closed"):
+        w.put(b"z", timeout=30)
+    w.close()
+
+
+def test_writer_wait_ready_times_out_when_readers_missing():
+    with rdmaq.Writer(2, transport="verbs") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        with pytest.raises(TimeoutError, match=r"1 of 2 readers attached \(missing: \[1\]\)"):
+            w.wait_ready(timeout=0.3)
+        r.close()
+
+
+def test_reader_wait_ready_times_out_when_writer_does_not_serve(procs, results):
+    """The writer exists but never calls wait_ready/put: the reader's timeout holds."""
+    procs.append(start(_idle_writer, results))
+    handle = results.get(timeout=120)
+    r = rdmaq.Reader(handle, 0)
+    with pytest.raises(TimeoutError, match="did not answer in time"):
+        r.wait_ready(timeout=0.5)
+    r.close()
+
+
+def _idle_writer(out):
+    w = rdmaq.Writer(1, transport="verbs")
+    out.put(w.handle)
+    time.sleep(3600)
+
+
+def test_reader_of_a_gone_writer_fails_fast(procs, results):
+    procs.append(start(_idle_writer, results))
+    handle = results.get(timeout=120)
+    os.kill(procs[0].pid, signal.SIGKILL)
+    procs[0].join(30)
+    with pytest.raises(rdmaq.PeerDeadError, match=r"cannot reach writer \(pid"):
+        rdmaq.Reader(handle, 0)
+
+
+def test_same_index_twice():
+    with rdmaq.Writer(1, transport="verbs") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        with pytest.raises(OSError, match="reader index 0 is already attached"):
+            rdmaq.Reader(w.handle, 0)
+        r.close()
+
+
+def test_handle_is_small_and_picklable():
+    with rdmaq.Writer(8, transport="verbs") as w:
+        data = pickle.dumps(w.handle)
+        assert len(data) < 768
+        h = pickle.loads(data)
+        assert h == w.handle and h.n_readers == 8 and h.transport == "verbs"
+        for key in ("endpoint", "live", "writer", "queue", "slot_bytes", "slots"):
+            assert key in h.info
+
+
+def test_corrupt_verbs_handle():
+    with rdmaq.Writer(1, transport="verbs") as w:
+        bad = rdmaq.Handle("verbs", 1, {"proto": 1, "queue": "x"})
+        with pytest.raises(ValueError, match="corrupt verbs handle"):
+            rdmaq.Reader(bad, 0)
+        old = rdmaq.Handle("verbs", 1, {**w.handle.info, "proto": 99})
+        with pytest.raises(ValueError, match="protocol 99"):
+            rdmaq.Reader(old, 0)

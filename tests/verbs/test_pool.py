@@ -1,0 +1,94 @@
+"""Per-CPU QP pools: every queue between two processes shares one pool."""
+import json
+import os
+import platform
+import time
+
+import rdmaq
+import rdmaq._verbs as V
+from conftest import CTX, start
+from vhelpers import pool_peer
+
+
+def _delta(after, before, key):
+    return after[key] - before[key]
+
+
+def _setup_queue(commands, results, n_queue):
+    """Create a queue, let the peer attach; return (writer, setup s, peer stats)."""
+    t0 = time.perf_counter()
+    w = rdmaq.Writer(1, transport="verbs", slot_bytes=1024, slots=8)
+    commands.put(w.handle)
+    w.wait_ready(timeout=300)
+    setup_w = time.perf_counter() - t0
+    msg = results.get(timeout=300)
+    assert msg[0] == "attached", msg
+    return w, setup_w, msg[1], msg[2]
+
+
+def test_second_queue_between_same_processes_creates_no_qp(procs, results, results_dir):
+    commands = CTX.Queue()
+    procs.append(start(pool_peer, commands, results))
+    before = V.process_stats()
+    writers, timings, peer_stats = [], [], []
+    for n in range(3):
+        mid = V.process_stats()
+        w, setup_w, setup_r, pstats = _setup_queue(commands, results, n)
+        after = V.process_stats()
+        writers.append(w)
+        timings.append({"writer_s": setup_w, "reader_s": setup_r,
+                        "qps_created": _delta(after, mid, "qps_created")})
+        peer_stats.append(pstats)
+        for k, wk in enumerate(writers):  # every queue still carries traffic
+            wk.put(f"q{k}".encode(), timeout=60)
+        for k in range(len(writers)):
+            kind, data = results.get(timeout=120)
+            assert kind == "got" and data == f"q{k}".encode()
+    commands.put(None)
+
+    qpp = int(os.environ.get("RDMAQ_QPS_PER_PEER") or 0) or None
+    # Writer side: the first queue created the pool, the next two reused it.
+    assert timings[0]["qps_created"] >= 1
+    assert timings[1]["qps_created"] == 0 and timings[2]["qps_created"] == 0
+    assert _delta(V.process_stats(), before, "pools_created") == 1
+    assert _delta(V.process_stats(), before, "pools_reused") == 2
+    # Reader side likewise: QPs created only while attaching the first queue.
+    assert peer_stats[0]["qps_created"] >= 1
+    assert peer_stats[2]["qps_created"] == peer_stats[0]["qps_created"]
+    assert peer_stats[2]["pools_created"] == 1
+    assert peer_stats[2]["pools_reused"] == 2
+    if qpp:
+        assert timings[0]["qps_created"] == qpp
+    for w in writers:
+        w.close()
+
+    with open(os.path.join(results_dir, "rdmaq-setup-rxe.json"), "w") as f:
+        json.dump({
+            "what": "rdmaq verbs queue set-up between the same two processes (1 reader), "
+                    "Python wall time; first builds the per-CPU QP pool, later ones reuse it",
+            "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+            "qps_per_peer": timings[0]["qps_created"],
+            "queues": timings,
+        }, f, indent=2)
+
+
+def _capped(out):
+    os.environ["RDMAQ_QPS_PER_PEER"] = "1"
+    try:
+        with rdmaq.Writer(1, transport="verbs") as w:
+            r = rdmaq.Reader(w.handle, 0)
+            w.put(b"one")
+            ok = r.get(timeout=30) == b"one"
+            r.close()
+        out.put((ok, V.process_stats()))
+    except Exception as e:
+        out.put((False, repr(e)))
+
+
+def test_qps_per_peer_caps_the_pool(procs, results):
+    """RDMAQ_QPS_PER_PEER=1 (for rxe): the loopback pool has one QP pair."""
+    procs.append(start(_capped, results))
+    ok, stats = results.get(timeout=120)
+    assert ok, stats
+    assert stats["qps_created"] == 2  # one pair: both ends live in this process
+    assert stats["pools_created"] == 1

@@ -1,0 +1,145 @@
+"""Bodies of the verbs suite's child processes (importable by spawned children)."""
+import hashlib
+import threading
+import time
+
+import rdmaq
+import rdmaq._verbs as V
+
+
+def checksum_reader(handle, index, count, out):
+    """Receive `count` messages; check sequence numbers; report a digest."""
+    try:
+        with rdmaq.Reader(handle, index) as r:
+            r.wait_ready(timeout=120)
+            digest = hashlib.sha256()
+            for expect in range(count):
+                msg = r.get(timeout=120)
+                seq = int.from_bytes(msg[:8], "little")
+                if seq != expect:
+                    out.put((index, "order", f"got message {seq}, expected {expect}"))
+                    return
+                digest.update(msg)
+            out.put((index, "ok", digest.hexdigest(), r.stats, V.process_stats()))
+    except Exception as e:  # report, so the parent test fails with the reason
+        out.put((index, "error", repr(e)))
+
+
+def stream_reader(handle, index, out):
+    """Read until the writer closes or dies; report how many messages arrived."""
+    try:
+        with rdmaq.Reader(handle, index) as r:
+            n = 0
+            while True:
+                try:
+                    r.get(timeout=120)
+                except rdmaq.PeerClosedError:
+                    out.put((index, "closed", n))
+                    return
+                except rdmaq.PeerDeadError as e:
+                    out.put((index, "dead", n, str(e)))
+                    return
+                n += 1
+                if n == 1:
+                    out.put((index, "started", n))
+    except Exception as e:
+        out.put((index, "error", repr(e)))
+
+
+def sleepy_reader(handle, index, out):
+    """Attach, then never read: the writer's ring fills up."""
+    with rdmaq.Reader(handle, index) as r:
+        r.wait_ready(timeout=120)
+        out.put((index, "attached"))
+        time.sleep(3600)
+
+
+def doomed_writer(n, out, spin_us=None):
+    """Write forever; the test kills this process."""
+    w = rdmaq.Writer(n, transport="verbs", slot_bytes=1024, slots=8, spin_us=spin_us)
+    out.put(w.handle)
+    w.wait_ready(timeout=120)
+    while True:
+        w.put(b"x" * 100)
+
+
+def threaded_readers(handle, indexes, count, out):
+    """Several readers of one queue as threads of one process: one QP pool."""
+    before = V.process_stats()
+    digests, errs = {}, []
+
+    def run(i):
+        try:
+            with rdmaq.Reader(handle, i) as r:
+                r.wait_ready(timeout=120)
+                d = hashlib.sha256()
+                for _ in range(count):
+                    d.update(r.get(timeout=120))
+                digests[i] = d.hexdigest()
+        except Exception as e:
+            errs.append(f"reader {i}: {e!r}")
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in indexes]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(300)
+    out.put(("threads", errs, digests, before, V.process_stats()))
+
+
+def pool_peer(commands, out):
+    """Attach reader 0 of each queue the parent sends, keeping all open.
+
+    Reports, per queue, the attach time (Reader() to wait_ready() done) and
+    this process's verbs counters, then echoes messages: one get per queue.
+    """
+    readers = []
+    try:
+        while True:
+            handle = commands.get(timeout=300)
+            if handle is None:
+                break
+            t0 = time.perf_counter()
+            r = rdmaq.Reader(handle, 0)
+            r.wait_ready(timeout=120)
+            setup = time.perf_counter() - t0
+            readers.append(r)
+            out.put(("attached", setup, V.process_stats()))
+            for q in readers:  # every queue still works
+                out.put(("got", bytes(q.get(timeout=120))))
+    except Exception as e:
+        out.put(("error", repr(e)))
+    finally:
+        for r in readers:
+            r.close()
+
+
+def pong(handle, out, spin_us, transport="verbs"):
+    """Latency peer: read queue A, echo every message on queue B."""
+    try:
+        with rdmaq.Reader(handle, 0, spin_us=spin_us) as r, \
+                rdmaq.Writer(1, transport=transport, slot_bytes=4096, slots=64, spin_us=spin_us) as w:
+            out.put(w.handle)
+            r.wait_ready(timeout=120)
+            w.wait_ready(timeout=120)
+            while True:
+                msg = r.get(timeout=300)
+                if msg == b"stop":
+                    break
+                w.put(msg, timeout=60)
+    except Exception as e:
+        out.put(("error", repr(e)))
+
+
+def stamped_reader(handle, count, out, spin_us):
+    """One-way latency: the writer stamps CLOCK_MONOTONIC, we subtract."""
+    try:
+        with rdmaq.Reader(handle, 0, spin_us=spin_us) as r:
+            r.wait_ready(timeout=120)
+            lat = []
+            for _ in range(count):
+                msg = r.get(timeout=120)
+                lat.append(time.monotonic_ns() - int.from_bytes(msg[:8], "little"))
+            out.put(("lat", lat, r.stats))
+    except Exception as e:
+        out.put(("error", repr(e)))

