@@ -48,6 +48,14 @@ def _pct(v):
     return "-" if v is None else f"{100 * v:.1f}"
 
 
+def _pctcell(v):
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _pct2(v):
+    return "-" if v is None else f"{100 * v:.2f}"
+
+
 def format_tables(result: dict) -> str:
     m = result["machine"]
     lines = []
@@ -92,9 +100,9 @@ def format_tables(result: dict) -> str:
             continue
         lines.append(f"{cell['queue']:<12}{cell['readers']:>3}{cpus_label(cell['cpus'], m):>8}"
                      f"{cell['attackers']:>4}{('y' if cell['tokenizer_attacker'] else 'n'):>4}"
-                     f"   reader {_pct(idle['reader_cpu_frac_early_mean']):>6} / "
-                     f"{_pct(idle['reader_cpu_frac_late_mean']):>6}   writer "
-                     f"{_pct(idle['writer_cpu_frac_early']):>6} / {_pct(idle['writer_cpu_frac_late']):>6}"
+                     f"   reader {_pct2(idle['reader_cpu_frac_early_mean']):>7} / "
+                     f"{_pct2(idle['reader_cpu_frac_late_mean']):>7}   writer "
+                     f"{_pct2(idle['writer_cpu_frac_early']):>7} / {_pct2(idle['writer_cpu_frac_late']):>7}"
                      f"   (window {idle['window_s']:.1f} s)")
     ratios = result.get("ratios") or []
     if ratios:
@@ -244,19 +252,19 @@ def format_markdown(result: dict) -> str:
             b = find(base)
             bl = (b or {}).get("latency_max_over_readers") or {}
             row += (f" {_f(bl.get('p50_us'), '{:.0f}')} | {_f(bl.get('p99_us'), '{:.0f}')} |"
-                    f" {_pct((b or {}).get('reader_cpu_busy_frac_mean'))}% |")
+                    f" {_pctcell((b or {}).get('reader_cpu_busy_frac_mean'))} |")
             for q in queues:
                 s = find(by_q.get(q))
                 sl = (s or {}).get("latency_max_over_readers") or {}
                 r50 = sl["p50_us"] / bl["p50_us"] if sl and bl else None
                 r99 = sl["p99_us"] / bl["p99_us"] if sl and bl else None
                 row += (f" {_f(sl.get('p50_us'), '{:.0f}')} | {_f(sl.get('p99_us'), '{:.0f}')} |"
-                        f" {_pct((s or {}).get('reader_cpu_busy_frac_mean'))}% |"
+                        f" {_pctcell((s or {}).get('reader_cpu_busy_frac_mean'))} |"
                         f" {_f(r50, '{:.2f}')} | {_f(r99, '{:.2f}')} |")
             out.append(row)
         idle = " · ".join(
-            f"{c['queue']} {_pct(c['idle']['reader_cpu_frac_early_mean'])}% / "
-            f"{_pct(c['idle']['reader_cpu_frac_late_mean'])}%"
+            f"{c['queue']} {_pct2(c['idle']['reader_cpu_frac_early_mean'])}% / "
+            f"{_pct2(c['idle']['reader_cpu_frac_late_mean'])}%"
             for c in cells if c.get("idle"))
         out.append(f"\nIdle readers (CPU per reader, first / second half of a "
                    f"{cells[0]['idle']['window_s'] if cells[0].get('idle') else '?'} s window): {idle}\n")

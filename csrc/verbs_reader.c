@@ -45,6 +45,14 @@ struct rdmaq_verbs_reader {
 
 #define to_vreader(rp) ((struct rdmaq_verbs_reader *)(rp))
 
+static int vr_fail_err(struct rdmaq_verbs_reader *r, struct rdmaq_verbs_qp *q)
+{
+	int err = __atomic_load_n(&q->err, __ATOMIC_ACQUIRE);
+
+	return rdmaq_set_err(err, "writer (%s)%s: %s", r->desc,
+			     err == -EOWNERDEAD ? " died or became unreachable" : "", q->errmsg);
+}
+
 static int vr_post_credit(struct rdmaq_verbs_reader *r, uint64_t value, bool imm, bool fence)
 {
 	struct rdmaq_verbs_qp *q = r->credit_qp;
@@ -83,8 +91,7 @@ static int vr_credit(struct rdmaq_reader *rp, uint64_t next_seq)
 	if (__atomic_load_n(&r->credit_qp->err, __ATOMIC_ACQUIRE)) {
 		if (next_seq == RDMAQ_CREDIT_CLOSED)
 			return 0;	/* closing towards a dead writer */
-		return rdmaq_set_err(__atomic_load_n(&r->credit_qp->err, __ATOMIC_ACQUIRE),
-				     "writer (%s): %s", r->desc, r->credit_qp->errmsg);
+		return vr_fail_err(r, r->credit_qp);
 	}
 	ret = vr_post_credit(r, next_seq, true, false);
 	if (ret && next_seq == RDMAQ_CREDIT_CLOSED)
@@ -189,8 +196,7 @@ static int vr_check_peer(void *ep)
 		q = &r->pool->rqps[k];
 		rdmaq_verbs_qp_reap(q);
 		if (__atomic_load_n(&q->err, __ATOMIC_ACQUIRE))
-			return rdmaq_set_err(__atomic_load_n(&q->err, __ATOMIC_ACQUIRE), "writer (%s): %s",
-					     r->desc, q->errmsg);
+			return vr_fail_err(r, q);
 	}
 	return 0;
 }

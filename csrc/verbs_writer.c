@@ -78,8 +78,10 @@ static bool peer_open(struct rdmaq_verbs_writer *w, uint32_t i)
 /* A reader's QP failed: name the reader in the error. */
 static int peer_fail_err(struct rdmaq_verbs_writer *w, uint32_t i, struct rdmaq_verbs_qp *q)
 {
-	return rdmaq_set_err(__atomic_load_n(&q->err, __ATOMIC_ACQUIRE), "reader %u (%s): %s", i,
-			     w->peers[i].desc, q->errmsg);
+	int err = __atomic_load_n(&q->err, __ATOMIC_ACQUIRE);
+
+	return rdmaq_set_err(err, "reader %u (%s)%s: %s", i, w->peers[i].desc,
+			     err == -EOWNERDEAD ? " died or became unreachable" : "", q->errmsg);
 }
 
 static struct rdmaq_verbs_qp *peer_broken_qp(struct rdmaq_verbs_wpeer *p)

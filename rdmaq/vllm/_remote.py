@@ -8,7 +8,6 @@ read it too.  Unlike vLLM's, a blocked remote reader can be woken by
 
 from __future__ import annotations
 
-import glob
 import os
 import threading
 import weakref
@@ -21,15 +20,9 @@ _POLL_SLICE_MS = 100
 
 
 def rdma_device_active() -> bool:
-    """True when some RDMA port reports ACTIVE (what transport="auto" keys on)."""
-    for path in glob.glob("/sys/class/infiniband/*/ports/*/state"):
-        try:
-            with open(path) as f:
-                if "ACTIVE" in f.read():
-                    return True
-        except OSError:
-            continue
-    return False
+    """True when rdmaq's transport "auto" would pick verbs (an ACTIVE RDMA
+    port and the verbs extension built)."""
+    return rdmaq.resolve_transport("auto") == "verbs"
 
 
 def _close_zmq(pid: int, ctx: zmq.Context, sockets: list) -> None:

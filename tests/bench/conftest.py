@@ -3,7 +3,6 @@
 Kept out of the default test run (testpaths = tests/core); tests/bench/ci.sh runs them with
 --benchmark-disable, so each micro-benchmark body runs once as a plain functional check.
 """
-import pytest
 
 
 def pytest_configure(config):

@@ -122,7 +122,8 @@ until rxe_ready rxe0 192.0.2.1 && rxe_ready rxe1 192.0.2.2; do
 	sleep 0.1
 done
 [ -c /dev/infiniband/uverbs0 ] || setup_fail "/dev/infiniband/uverbs0 missing"
-echo "guest uptime at ready: $(uptime_s) s" >"$ctl/ready"
+# Written whole, then renamed: vm-run may be polling for it.
+echo "guest uptime at ready: $(uptime_s) s" >"$ctl/ready.tmp" && mv "$ctl/ready.tmp" "$ctl/ready"
 vlog "rxe0 and rxe1 ACTIVE"
 
 # --- the command ------------------------------------------------------------

@@ -10,6 +10,8 @@ beside tests/rxe/perftest-check.sh's perftest-rxe.json.
   processes; shm_rtt_half is the same Python path over shm, i.e. the cost of
   the interpreter, which TCG emulation inflates.
 """
+import glob
+import hashlib
 import json
 import os
 import platform
@@ -82,13 +84,28 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "..", "..", "csrc")
 
 
-@pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc to build lat_pingpong.c")
-def test_c_round_trip_half_busy_polling(results_dir, tmp_path):
-    exe = str(tmp_path / "lat_pingpong")
+def _build_lat_pingpong():
+    """Compile once per source version (gcc under TCG takes a minute)."""
     srcs = [os.path.join(CSRC, f) for f in ("ring.c", "wait.c", "error.c", "verbs_ctx.c", "verbs_pool.c",
                                             "verbs_ep.c", "verbs_writer.c", "verbs_reader.c")]
-    subprocess.run(["gcc", "-O2", "-I", CSRC, "-o", exe, *srcs, os.path.join(HERE, "lat_pingpong.c"),
-                    "-libverbs", "-lpthread"], check=True, timeout=600)
+    srcs.append(os.path.join(HERE, "lat_pingpong.c"))
+    h = hashlib.sha1()
+    for f in sorted(srcs + glob.glob(os.path.join(CSRC, "*.h"))):
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    out = os.path.join(HERE, "..", "..", "build", "verbs-tests")
+    exe = os.path.join(out, f"lat_pingpong-{h.hexdigest()[:12]}")
+    if not os.path.exists(exe):
+        os.makedirs(out, exist_ok=True)
+        subprocess.run(["gcc", "-O2", "-I", CSRC, "-o", exe + ".tmp", *srcs, "-libverbs", "-lpthread"],
+                       check=True, timeout=900)
+        os.replace(exe + ".tmp", exe)
+    return exe
+
+
+@pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc to build lat_pingpong.c")
+def test_c_round_trip_half_busy_polling(results_dir):
+    exe = _build_lat_pingpong()
     r = subprocess.run([exe, str(ITERS), "64"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
