@@ -123,10 +123,13 @@ static void vr_destroy(struct rdmaq_reader *rp)
 		free(r);
 		return;
 	}
-	if (!rp->closed)
+	if (!r->writer_gone && rdmaq_verbs_live_gone(r->live_fd))
+		r->writer_gone = true;
+	/* A gone writer reads no credit: do not wait for its QPs to time out. */
+	if (!rp->closed && !r->writer_gone)
 		rdmaq_reader_close(rp);
 	/* Our last credit WRITE must be done before we shut the socket. */
-	if (!__atomic_load_n(&r->credit_qp->err, __ATOMIC_ACQUIRE) &&
+	if (!r->writer_gone && !__atomic_load_n(&r->credit_qp->err, __ATOMIC_ACQUIRE) &&
 	    READ_ONCE(r->credit_qp->posted) != READ_ONCE(r->credit_qp->completed))
 		vr_post_credit(r, RDMAQ_CREDIT_CLOSED, false, true);
 	shutdown(r->live_fd, SHUT_WR);

@@ -75,6 +75,21 @@ static bool peer_open(struct rdmaq_verbs_writer *w, uint32_t i)
 	       READ_ONCE(w->credits[i].next_seq) != RDMAQ_CREDIT_CLOSED;
 }
 
+/* Attached, and its liveness socket has not ended (checked now). */
+static bool peer_alive(struct rdmaq_verbs_writer *w, uint32_t i)
+{
+	struct rdmaq_verbs_wpeer *p = &w->peers[i];
+
+	if (!p->attached || p->gone)
+		return false;
+	if (rdmaq_verbs_live_gone(p->live_fd)) {
+		p->gone = true;
+		w->pfds[2 + i].fd = -1;
+		return false;
+	}
+	return true;
+}
+
 /* A reader's QP failed: name the reader in the error. */
 static int peer_fail_err(struct rdmaq_verbs_writer *w, uint32_t i, struct rdmaq_verbs_qp *q)
 {
@@ -306,7 +321,7 @@ static int vw_mark_closed(struct rdmaq_writer *wp, uint64_t closed_seq)
 	ctrl->closed_seq = closed_seq;
 	/* Best effort per reader: a dead reader must not fail close(). */
 	for (i = 0; i < wp->cfg.n_readers; i++)
-		if (peer_open(w, i) && !peer_broken_qp(&w->peers[i]))
+		if (peer_open(w, i) && peer_alive(w, i) && !peer_broken_qp(&w->peers[i]))
 			vw_post_ctrl(w, i, offsetof(struct rdmaq_ring_ctrl, closed_seq),
 				     sizeof(ctrl->closed_seq));
 	return 0;
@@ -329,10 +344,11 @@ static void vw_fence(struct rdmaq_verbs_writer *w)
 	for (i = 0; i < w->w.cfg.n_readers; i++) {
 		struct rdmaq_verbs_pool *pool = w->peers[i].pool;
 
-		if (!w->peers[i].attached || peer_broken_qp(&w->peers[i]))
+		/* Gone peers need no promise from us. */
+		if (!peer_alive(w, i) || peer_broken_qp(&w->peers[i]))
 			continue;
 		for (j = 0; j < i; j++)
-			if (w->peers[j].attached && w->peers[j].pool == pool)
+			if (peer_alive(w, j) && w->peers[j].pool == pool)
 				break;
 		if (j < i)
 			continue;	/* fenced with reader j */

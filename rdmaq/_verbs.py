@@ -268,6 +268,7 @@ class WriterBackend:
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "device": ffi.string(self._port.device).decode(),
+            "gid": bytes(ffi.buffer(self._port.gid, 16)).hex(),
             "slot_bytes": config["slot_bytes"],
             "slots": config["slots"],
             "max_message": config["max_message"],
@@ -328,7 +329,8 @@ class WriterBackend:
             if _fd_gone(fd):
                 desc = self._descs.get(index, "?")
                 raise errors.PeerDeadError(
-                    f"verbs writer wait_ready: reader {index} ({desc}) died before the queue was ready")
+                    f"verbs writer wait_ready: reader {index} ({desc}) died (or closed) before the "
+                    "queue was ready")
 
     def _accept(self):
         while True:
@@ -519,6 +521,18 @@ class ReaderBackend:
 
     # -- rendezvous ------------------------------------------------------------
     def before_ready(self, deadline):
+        try:
+            self._attach(deadline)
+        except TimeoutError:
+            raise  # resumable: the next wait_ready/get continues where this stopped
+        except BaseException:
+            if self._new_qps is not None and self._pool is not None:
+                # Do not leave a pending pool that other readers here wait on.
+                lib.rdmaq_verbs_pool_abort(self._ctx, self._pool)
+                self._new_qps = self._pool = None
+            raise
+
+    def _attach(self, deadline):
         while self._stage != "done":
             if self._stage == "new":
                 self._get_pool(deadline)

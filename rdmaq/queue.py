@@ -106,6 +106,13 @@ class _Endpoint:
     def _c_ready(self, ns):
         raise NotImplementedError
 
+    def _with_extra(self, stats):
+        """Add transport counters (verbs: QPs created/reused...) where there are any."""
+        extra = getattr(self._b, "extra_stats", None)
+        if extra:
+            stats.update(extra())
+        return stats
+
     def wait_ready(self, timeout=None):
         """Block until every reader has attached and the writer connected them."""
         deadline = _deadline(timeout)
@@ -225,7 +232,7 @@ class Writer(_Endpoint):
             return {}
         if self._closed:
             return dict(self._final_stats)
-        return _stats(self._ffi, self._lib, self._lib.rdmaq_writer_stats, self._ptr)
+        return self._with_extra(_stats(self._ffi, self._lib, self._lib.rdmaq_writer_stats, self._ptr))
 
     def _cancel(self):
         self._lib.rdmaq_writer_cancel(self._ptr)
@@ -298,7 +305,7 @@ class Reader(_Endpoint):
     def stats(self):
         if self._closed:
             return dict(getattr(self, "_final_stats", {}))
-        return _stats(self._ffi, self._lib, self._lib.rdmaq_reader_stats, self._ptr)
+        return self._with_extra(_stats(self._ffi, self._lib, self._lib.rdmaq_reader_stats, self._ptr))
 
     def _cancel(self):
         self._lib.rdmaq_reader_cancel(self._ptr)

@@ -55,10 +55,12 @@ mkdir -p "$r/usr/lib/modules/$RDMAQ_VM_KVER"
 mount --bind "$r$RDMAQ_VM_KROOT/lib/modules/$RDMAQ_VM_KVER" "$r/usr/lib/modules/$RDMAQ_VM_KVER" ||
 	fail "cannot bind the module tree $RDMAQ_VM_KROOT"
 
-# The working dir, read-write, at the caller's path. cache=mmap: no caching
-# (host and guest see each other's writes) but mmap works, e.g. for ld.so.
+# The working dir, read-write, at the caller's path. cache=mmap (default):
+# no caching, host and guest see each other's writes, mmap works (ld.so).
+# cache=loose (RDMAQ_VM_WORKDIR_CACHE): cached, faster for many imports, but
+# host-side changes during the run may not show; stage2 syncs before poweroff.
 if [ -n "$RDMAQ_VM_WORKDIR" ]; then
-	mount -t 9p -o "$p9,cache=mmap" rdmaq_work "$r$RDMAQ_VM_WORKDIR" ||
+	mount -t 9p -o "$p9,cache=${RDMAQ_VM_WORKDIR_CACHE:-mmap}" rdmaq_work "$r$RDMAQ_VM_WORKDIR" ||
 		fail "cannot mount the working dir at $RDMAQ_VM_WORKDIR"
 fi
 

@@ -19,7 +19,9 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 source "$ctl/boot.env"
 
 poweroff_now() {
-	# 9p writes to the control share are synchronous; nothing else to flush.
+	# Flushes the working dir if it is mounted cache=loose; the control share
+	# is written synchronously anyway.
+	sync
 	echo o >/proc/sysrq-trigger
 	sleep 60
 }

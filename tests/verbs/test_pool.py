@@ -29,6 +29,9 @@ def _setup_queue(commands, results, n_queue):
 def test_second_queue_between_same_processes_creates_no_qp(procs, results, results_dir):
     commands = CTX.Queue()
     procs.append(start(pool_peer, commands, results))
+    V._open_ctx()  # device context and zmq exist before the clock starts
+    V.zmq.Context.instance()
+    assert results.get(timeout=300) == ("up",)
     before = V.process_stats()
     writers, timings, peer_stats = [], [], []
     for n in range(3):

@@ -95,6 +95,12 @@ def pool_peer(commands, out):
     """
     readers = []
     try:
+        # Open the device and zmq first: the timings compare QP pools only.
+        V._open_ctx()
+        import zmq
+
+        zmq.Context.instance()
+        out.put(("up",))
         while True:
             handle = commands.get(timeout=300)
             if handle is None:

