@@ -60,6 +60,8 @@ mount --bind "$r$RDMAQ_VM_KROOT/lib/modules/$RDMAQ_VM_KVER" "$r/usr/lib/modules/
 # cache=loose (RDMAQ_VM_WORKDIR_CACHE): cached, faster for many imports, but
 # host-side changes during the run may not show; stage2 syncs before poweroff.
 if [ -n "$RDMAQ_VM_WORKDIR" ]; then
+	# A workdir under /tmp or /run sits on the fresh tmpfs: make the mount point.
+	mkdir -p "$r$RDMAQ_VM_WORKDIR" 2>/dev/null
 	mount -t 9p -o "$p9,cache=${RDMAQ_VM_WORKDIR_CACHE:-mmap}" rdmaq_work "$r$RDMAQ_VM_WORKDIR" ||
 		fail "cannot mount the working dir at $RDMAQ_VM_WORKDIR"
 fi
