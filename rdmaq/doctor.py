@@ -221,7 +221,7 @@ def advice(rep):
     if not rep["kernel_rdma"]:
         out.append("This kernel has no RDMA support (no /sys/class/infiniband): transport='verbs' "
                    "cannot work here. Use transport='shm' on one host, or run the verbs tests in the "
-                   "SoftRoCE VM: tests/rxe/vm-run -- python -m pytest tests/verbs")
+                   "SoftRoCE VM: tests/rxe/vm-run -- python -m pytest --transport verbs tests/core tests/verbs")
     elif not rep["devices"]:
         if rep["rxe"]["loaded"] or rep["rxe"]["module_file"]:
             out.append("No RDMA device yet: create a SoftRoCE one with "

@@ -2,11 +2,13 @@
 # The whole test suite, from a fresh machine: installs what it needs
 # (apt + pip, downloads cached under ~/.cache), then runs every tier:
 #   core      C core + shm transport + Python API (incl. ASan/UBSan/TSan builds)
-#   verbs     verbs transport on real SoftRoCE inside a QEMU VM (tests/rxe)
+#   verbs     tests/core's shared tests over verbs + tests/verbs, on real
+#             SoftRoCE inside a QEMU VM (tests/rxe)
+#   docker    the containerized SoftRoCE run (docker/): image built here,
+#             run with docker inside the VM against its rxe devices
 #   vllm      vLLM's own MessageQueue tests against rdmaq + a TP=2 serve
 #   bench     benchmark harness smoke test (benchmarks disabled)
-#   docker    the containerized SoftRoCE run (docker/), opt-in: 5-9 min on 2 cores
-# Usage: tests/run_all.sh [TIER...]   (default: core verbs vllm bench)
+# Usage: tests/run_all.sh [TIER...]   (default: all of them, in this order)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -14,7 +16,7 @@ export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/pip}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 VENV=${RDMAQ_VENV:-$ROOT/.venv}
 TIERS=("$@")
-[ ${#TIERS[@]} -eq 0 ] && TIERS=(core verbs vllm bench)
+[ ${#TIERS[@]} -eq 0 ] && TIERS=(core verbs docker vllm bench)
 declare -A RESULT
 FAILED=0
 

@@ -138,12 +138,11 @@ def _add_cli_flag() -> None:
                     description="Transport of vLLM's scheduler-to-worker "
                     "MessageQueue (rdmaq plugin).",
                 )
+                env = os.environ.get(ENV)
                 group.add_argument(
                     FLAG,
                     choices=CHOICES,
-                    default=os.environ.get(ENV, "shm")
-                    if os.environ.get(ENV) in CHOICES
-                    else "shm",
+                    default=env if env in CHOICES else "shm",
                     action=_DistributedIpcAction,
                     help="Transport of the EngineCore-to-worker broadcast and the "
                     "worker responses: 'shm' is vLLM's shared-memory MessageQueue, "

@@ -185,6 +185,13 @@ class RdmaqMessageQueue(VllmMessageQueue):
             raise ValueError(
                 f"need 0 <= n_local_reader <= n_reader, got {n_local_reader}, {n_reader}"
             )
+        if remote_reader_ranks is not None and (
+            len(remote_reader_ranks) != n_reader - n_local_reader
+        ):
+            raise ValueError(
+                f"remote_reader_ranks has {len(remote_reader_ranks)} entries, "
+                f"n_reader - n_local_reader is {n_reader - n_local_reader}"
+            )
         if enable_shm_tensor_arena:
             logger.info(
                 "rdmaq MessageQueue ignores enable_shm_tensor_arena: large tensors "
@@ -217,6 +224,7 @@ class RdmaqMessageQueue(VllmMessageQueue):
             ranks_known = remote_reader_ranks is not None or n_remote == 1
             if mode == "ring" or (mode == "auto" and rdma_device_active()):
                 if ranks_known:
+                    # [-1]: the single remote reader, whatever rank it gives
                     ring_remote_ranks = (
                         list(remote_reader_ranks) if remote_reader_ranks else [-1]
                     )

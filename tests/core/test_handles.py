@@ -6,17 +6,23 @@ import pytest
 import rdmaq
 
 
-def test_handle_is_small_and_picklable():
-    with rdmaq.Writer(8, transport="shm") as w:
+# What a reader on another process (verbs: another host) needs to find the queue.
+HANDLE_KEYS = {"shm": {"name", "boot_id"},
+               "verbs": {"endpoint", "live", "writer", "queue", "slot_bytes", "slots"}}
+
+
+def test_handle_is_small_and_picklable(transport):
+    with rdmaq.Writer(8, transport=transport) as w:
         data = pickle.dumps(w.handle)
-        assert len(data) < 512
+        assert len(data) < 768
         h = pickle.loads(data)
-        assert h == w.handle and h.n_readers == 8 and h.transport == "shm"
+        assert h == w.handle and h.n_readers == 8 and h.transport == transport
+        assert HANDLE_KEYS[transport] <= set(h.info)
 
 
 @pytest.mark.parametrize("index", [-1, 2, 100])
-def test_out_of_range_index(index):
-    with rdmaq.Writer(2, transport="shm") as w:
+def test_out_of_range_index(transport, index):
+    with rdmaq.Writer(2, transport=transport) as w:
         with pytest.raises(ValueError, match=f"reader index {index} out of range: queue has 2 readers"):
             rdmaq.Reader(w.handle, index)
 
@@ -51,8 +57,8 @@ def test_handle_from_another_host():
             rdmaq.Reader(h, 0)
 
 
-def test_same_index_twice():
-    with rdmaq.Writer(1, transport="shm") as w:
+def test_same_index_twice(transport):
+    with rdmaq.Writer(1, transport=transport) as w:
         r = rdmaq.Reader(w.handle, 0)
         with pytest.raises(OSError, match="reader index 0 is already attached"):
             rdmaq.Reader(w.handle, 0)

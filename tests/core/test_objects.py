@@ -8,8 +8,8 @@ import rdmaq
 from rdmaq import serialize
 
 
-def _roundtrip(obj):
-    with rdmaq.Writer(1, transport="shm") as w:
+def _roundtrip(obj, transport="shm"):
+    with rdmaq.Writer(1, transport=transport) as w:
         r = rdmaq.Reader(w.handle, 0)
         got = []
         t = threading.Thread(target=lambda: got.append(r.recv(timeout=30)))
@@ -20,9 +20,9 @@ def _roundtrip(obj):
         return got[0]
 
 
-def test_plain_objects():
+def test_plain_objects(transport):
     obj = {"step": 7, "ids": list(range(100)), "name": "execute_model", "none": None}
-    assert _roundtrip(obj) == obj
+    assert _roundtrip(obj, transport) == obj
 
 
 @pytest.mark.parametrize("shape", [(3,), (1024, 1024), (0,)])
@@ -34,10 +34,10 @@ def test_numpy_arrays_survive_and_are_writable(shape):
         got.flat[0] = -1  # the reader owns its copy
 
 
-def test_read_only_array_stays_read_only():
+def test_read_only_array_stays_read_only(transport):
     a = np.ones(1 << 18, dtype=np.float32)  # 1 MiB: out of band
     a.flags.writeable = False
-    got = _roundtrip(a)
+    got = _roundtrip(a, transport)
     assert np.array_equal(got, a) and not got.flags.writeable
 
 

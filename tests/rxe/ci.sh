@@ -4,7 +4,8 @@
 #
 #   tests/rxe/ci.sh [CMD ARGS...]
 #
-# CMD defaults to `python -m pytest -x -q tests/verbs` when tests/verbs exists,
+# CMD defaults to `python -m pytest -x -q --transport verbs tests/core tests/verbs`
+# (tests/core's transport-parametrized tests over verbs, and tests/verbs),
 # otherwise only the device checks run. rdmaq itself must already be installed
 # on the host (the guest runs the host's Python and the repo's checkout).
 # Prints the time of each phase. Exit status: the first failing phase's
@@ -50,7 +51,7 @@ fi
 # --- on the host --------------------------------------------------------------
 cd "$repo" || exit 1
 if [ $# = 0 ] && [ -d tests/verbs ]; then
-	set -- python -m pytest -x -q tests/verbs
+	set -- python -m pytest -x -q --transport verbs tests/core tests/verbs
 fi
 export RDMAQ_RESULTS_DIR=${RDMAQ_RESULTS_DIR:-$repo/results/rxe}
 

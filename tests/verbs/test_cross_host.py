@@ -14,8 +14,7 @@ import sys
 import pytest
 
 import rdmaq
-from conftest import start
-from vhelpers import checksum_reader
+from children import checksum_reader, start
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.skipif(

@@ -23,7 +23,7 @@ import time
 import pytest
 
 import rdmaq
-from conftest import start
+from children import start
 from vhelpers import pong, stamped_reader
 
 ITERS = int(os.environ.get("RDMAQ_LAT_ITERS", "1000"))
@@ -113,11 +113,12 @@ def test_c_round_trip_half_busy_polling(results_dir):
     _record(results_dir, "c_rtt_half_spin_64", s)
 
 
-@pytest.mark.parametrize("transport", ["verbs", "shm"])
-def test_round_trip_half_busy_polling(transport, procs, results, results_dir):
+# over shm: the same Python path without RDMA, i.e. the interpreter's share
+@pytest.mark.parametrize("over", ["verbs", "shm"])
+def test_round_trip_half_busy_polling(over, procs, results, results_dir):
     """perftest's method: ping-pong, RTT/2, both sides spinning."""
-    with rdmaq.Writer(1, transport=transport, slot_bytes=4096, slots=64, spin_us=SPIN_US) as w:
-        procs.append(start(pong, w.handle, results, SPIN_US, transport))
+    with rdmaq.Writer(1, transport=over, slot_bytes=4096, slots=64, spin_us=SPIN_US) as w:
+        procs.append(start(pong, w.handle, results, SPIN_US, over))
         back = results.get(timeout=120)
         assert isinstance(back, rdmaq.Handle), back
         with rdmaq.Reader(back, 0, spin_us=SPIN_US) as r:
@@ -135,7 +136,7 @@ def test_round_trip_half_busy_polling(transport, procs, results, results_dir):
                 if i >= 100:  # warm-up
                     rtts.append((t1 - t0) / 2)
             w.put(b"stop", timeout=60)
-    _record(results_dir, ("" if transport == "verbs" else "shm_") + "rtt_half_spin_64", _summary(rtts))
+    _record(results_dir, ("" if over == "verbs" else "shm_") + "rtt_half_spin_64", _summary(rtts))
 
 
 def _one_way(procs, results, spin_us, gap_s):

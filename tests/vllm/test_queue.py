@@ -132,6 +132,8 @@ def test_bad_arguments_name_the_problem():
         MQ(2, 2, local_reader_ranks=[0])
     with pytest.raises(ValueError, match="n_local_reader <= n_reader"):
         MQ(1, 2)
+    with pytest.raises(ValueError, match="remote_reader_ranks has 1 entries"):
+        MQ(3, 1, remote_reader_ranks=[4])
     w = MQ(2, 2)
     try:
         with pytest.raises(ValueError, match="neither a local reader|not a local reader"):
@@ -173,6 +175,28 @@ def test_enqueue_timeout_when_reader_lags():
         _close(r, w)
 
 
+def _assert_shutdown_cancels(queue, blocking_call):
+    """blocking_call, in a thread, blocks until queue.shutdown() ends it with
+    vLLM's RuntimeError("cancelled")."""
+    errors = []
+
+    def run():
+        try:
+            blocking_call()
+        except Exception as e:
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.3)
+    assert t.is_alive()
+    queue.shutdown()
+    t.join(timeout=10)
+    assert not t.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], RuntimeError), errors
+    assert str(errors[0]) == "cancelled"
+
+
 @pytest.mark.parametrize("mode", ["busy", "idle"])
 def test_shutdown_from_another_thread_cancels_dequeue(mode):
     w, r = _pair()
@@ -185,23 +209,7 @@ def test_shutdown_from_another_thread_cancels_dequeue(mode):
                 r.dequeue(timeout=0.3)
         with pytest.raises(TimeoutError):
             r.dequeue(timeout=0.01)
-        errors = []
-
-        def blocked():
-            try:
-                r.dequeue()  # no timeout: only shutdown() can end it
-            except Exception as e:
-                errors.append(e)
-
-        t = threading.Thread(target=blocked)
-        t.start()
-        time.sleep(0.2)
-        assert t.is_alive()
-        r.shutdown()
-        t.join(timeout=10)
-        assert not t.is_alive()
-        assert len(errors) == 1 and isinstance(errors[0], RuntimeError)
-        assert str(errors[0]) == "cancelled"
+        _assert_shutdown_cancels(r, r.dequeue)  # no timeout: only shutdown() can end it
         assert r.shutting_down
         with pytest.raises(RuntimeError, match="cancelled"):
             r.dequeue(timeout=1)
@@ -212,23 +220,12 @@ def test_shutdown_from_another_thread_cancels_dequeue(mode):
 
 def test_shutdown_cancels_blocked_enqueue():
     w, r = _pair(max_chunk_bytes=4096, max_chunks=2)
-    errors = []
 
     def fill():
-        try:
-            while True:
-                w.enqueue(b"y" * 3000)
-        except Exception as e:
-            errors.append(e)
+        while True:
+            w.enqueue(b"y" * 3000)
 
-    t = threading.Thread(target=fill)
-    t.start()
-    time.sleep(0.3)
-    assert t.is_alive()
-    w.shutdown()
-    t.join(timeout=10)
-    assert not t.is_alive()
-    assert isinstance(errors[0], RuntimeError) and str(errors[0]) == "cancelled"
+    _assert_shutdown_cancels(w, fill)
     r.shutdown()
 
 

@@ -1,0 +1,111 @@
+"""Bodies of the tests' child processes, run spawned as on a real TP deployment.
+
+A child reports through ``out`` (a spawn-context queue); on failure it reports
+the exception instead of dying silently, so the parent test fails with the reason.
+"""
+import hashlib
+import multiprocessing as mp
+import resource
+import time
+
+import rdmaq
+
+CTX = mp.get_context("spawn")
+TIMEOUT = 120  # never reached when things work; generous for the emulated VM
+
+
+def start(target, *args):
+    p = CTX.Process(target=target, args=args, daemon=True)
+    p.start()
+    return p
+
+
+def transport_stats(transport):
+    """Process-wide counters of the transport (verbs: QP pools, doorbells)."""
+    if transport != "verbs":
+        return {}
+    import rdmaq._verbs as V
+    return V.process_stats()
+
+
+def checksum_reader(handle, index, count, out):
+    """Receive `count` messages; check sequence numbers; report a digest."""
+    try:
+        with rdmaq.Reader(handle, index) as r:
+            r.wait_ready(timeout=TIMEOUT)
+            digest = hashlib.sha256()
+            for expect in range(count):
+                msg = r.get(timeout=TIMEOUT)
+                seq = int.from_bytes(msg[:8], "little")
+                if seq != expect:
+                    out.put((index, "order", f"got message {seq}, expected {expect}"))
+                    return
+                digest.update(msg)
+            out.put((index, "ok", digest.hexdigest(), r.stats, transport_stats(handle.transport)))
+    except Exception as e:
+        out.put((index, "error", repr(e)))
+
+
+def stream_reader(handle, index, out):
+    """Read until the writer closes or dies; report how many messages arrived."""
+    try:
+        with rdmaq.Reader(handle, index) as r:
+            n = 0
+            while True:
+                try:
+                    r.get(timeout=TIMEOUT)
+                except rdmaq.PeerClosedError:
+                    out.put((index, "closed", n))
+                    return
+                except rdmaq.PeerDeadError as e:
+                    out.put((index, "dead", n, str(e)))
+                    return
+                n += 1
+                if n == 1:
+                    out.put((index, "started", n))
+    except Exception as e:
+        out.put((index, "error", repr(e)))
+
+
+def sleepy_reader(handle, index, out):
+    """Attach, then never read: the writer's ring fills up."""
+    with rdmaq.Reader(handle, index) as r:
+        r.wait_ready(timeout=TIMEOUT)
+        out.put((index, "attached"))
+        time.sleep(3600)
+
+
+def idle_reader(handle, index, seconds, out):
+    """Block in get() with nothing to read; report CPU seconds spent waiting."""
+    try:
+        with rdmaq.Reader(handle, index) as r:
+            r.wait_ready(timeout=TIMEOUT)
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            t0 = time.monotonic()
+            try:
+                r.get(timeout=seconds)
+                out.put((index, "unexpected message"))
+                return
+            except TimeoutError:
+                pass
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            out.put((index, "idle", cpu, time.monotonic() - t0, r.stats))
+    except Exception as e:
+        out.put((index, "error", repr(e)))
+
+
+def doomed_writer(transport, n, out):
+    """Write forever; the test kills this process."""
+    w = rdmaq.Writer(n, transport=transport, slot_bytes=1024, slots=8)
+    out.put(w.handle)
+    w.wait_ready(timeout=TIMEOUT)
+    while True:
+        w.put(b"x" * 100)
+
+
+def idle_writer(transport, out):
+    """Create a queue, hand out its handle, then never serve it."""
+    w = rdmaq.Writer(1, transport=transport)
+    out.put(w.handle)
+    time.sleep(3600)

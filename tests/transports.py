@@ -1,0 +1,17 @@
+"""The transports the suite runs on, and whether verbs can run here."""
+import functools
+
+TRANSPORTS = ("shm", "verbs")
+
+
+@functools.lru_cache(maxsize=None)
+def why_no_verbs():
+    """None when the verbs transport can run here, else the reason it cannot."""
+    try:
+        import rdmaq._verbs as v
+    except ImportError as e:
+        return f"verbs transport not built ({e}): install libibverbs-dev and rebuild"
+    if not v.available():
+        return ("no ACTIVE RDMA port on this machine (no NIC, no rdma_rxe): run "
+                "`tests/rxe/vm-run -- python -m pytest --transport verbs tests/core tests/verbs`")
+    return None
