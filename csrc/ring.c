@@ -154,6 +154,8 @@ int rdmaq_writer_wait_ready(struct rdmaq_writer *w, int64_t timeout_ns)
 	if (w->ready)
 		return 0;
 	ret = rdmaq_wait(&w->waiter, rdmaq_writer_poll_ready, w, rdmaq_deadline(timeout_ns));
+	if (ret == -ETIMEDOUT && w->ops->ready_timeout)
+		return w->ops->ready_timeout(w);
 	if (ret)
 		return ret;
 	ret = w->ops->connect(w);

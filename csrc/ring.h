@@ -132,6 +132,8 @@ struct rdmaq_writer;
 struct rdmaq_writer_ops {
 	/* Is every reader attached?  1 yes, 0 not yet, <0 error. */
 	int (*poll_ready)(struct rdmaq_writer *w);
+	/* Optional: wait_ready timed out; return -ETIMEDOUT naming the missing readers. */
+	int (*ready_timeout)(struct rdmaq_writer *w);
 	/* Connect to the attached readers and tell them traffic may flow. */
 	int (*connect)(struct rdmaq_writer *w);
 	/* Frame record `seq` into every open reader's slot. */

@@ -211,6 +211,27 @@ static int shm_writer_poll_ready(struct rdmaq_writer *wp)
 	return 1;
 }
 
+static int shm_writer_ready_timeout(struct rdmaq_writer *wp)
+{
+	struct rdmaq_shm_writer *w = to_shm_writer(wp);
+	struct rdmaq_shm_attach *att = wseg_attach(w->ctrl);
+	char missing[128] = "";
+	size_t len = 0;
+	uint32_t i, have = 0;
+	bool cut = false;
+
+	for (i = 0; i < w->ctrl->n_readers; i++) {
+		if (smp_load_acquire(&att[i].state) == ATTACH_DONE)
+			have++;
+		else if (len + 16 > sizeof(missing))
+			cut = true;
+		else
+			len += snprintf(missing + len, sizeof(missing) - len, "%s%u", len ? ", " : "", i);
+	}
+	return rdmaq_set_err(-ETIMEDOUT, "timed out with %u of %u readers attached (missing: [%s%s])",
+			     have, w->ctrl->n_readers, missing, cut ? ", ..." : "");
+}
+
 static int shm_writer_connect(struct rdmaq_writer *wp)
 {
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
@@ -380,6 +401,7 @@ dead:
 
 static const struct rdmaq_writer_ops shm_writer_ops = {
 	.poll_ready = shm_writer_poll_ready,
+	.ready_timeout = shm_writer_ready_timeout,
 	.connect = shm_writer_connect,
 	.emit = shm_writer_emit,
 	.flush = shm_writer_flush,
