@@ -134,6 +134,18 @@ context_tar() { # out
 	fi
 }
 
+# What a dockerd could leave on the host: links (docker0, veths), firewall
+# rules, daemons, mounts. Compared before and after; a difference fails CI.
+host_state() {
+	ip -o link show | awk -F': ' '{print "link " $2}' | sort
+	if command -v iptables-save >/dev/null; then
+		iptables-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//'
+	fi
+	pgrep -x dockerd | sed 's/^/dockerd /'
+	pgrep -x containerd | sed 's/^/containerd /'
+	findmnt -rn -o TARGET | grep -E '/docker|rdmaq-dockerd' | sed 's/^/mount /'
+}
+
 # --- 0. checks and host packages ---------------------------------------------
 phase "structural check"
 python3 "$here/check-dockerfile.py" "$repo" || exit 1
@@ -147,12 +159,20 @@ if [ "$mode" = docker ]; then
 		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
+		# policy-rc.d: the package must not start the system dockerd, which
+		# would add docker0 and iptables rules; we run a private one.
+		policy=
+		[ -e /usr/sbin/policy-rc.d ] || { policy=/usr/sbin/policy-rc.d; printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; }
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends "${missing[@]}" >&2 || exit 1
+			--no-install-recommends "${missing[@]}" >&2
+		rc=$?
+		[ -n "$policy" ] && rm -f "$policy"
+		[ $rc = 0 ] || exit 1
 	fi
 fi
 "$repo/tests/rxe/setup-host.sh" || exit 1
 say "host setup: $(secs "$t") s"
+state_before=$(host_state)
 
 # --- 1. image ----------------------------------------------------------------
 if [ "$mode" = docker ]; then
@@ -201,4 +221,11 @@ else
 fi
 rc=$?
 say "VM run: exit $rc in $(secs "$t") s; total $(secs "$t_all") s"
+stop_dockerd
+if ! diff <(echo "$state_before") <(host_state) >&2; then
+	say "FAIL: the host changed (above: < before, > after): links, iptables, daemons or mounts"
+	[ $rc = 0 ] && rc=1
+else
+	say "host unchanged: no new links, iptables rules, docker daemons or mounts"
+fi
 exit $rc
