@@ -56,6 +56,12 @@ def _pct2(v):
     return "-" if v is None else f"{100 * v:.2f}"
 
 
+def _row_head(row, machine) -> str:
+    """queue, readers, cpus, attackers, tokenizer: the columns every table starts with."""
+    return (f"{row['queue']:<12}{row['readers']:>3}{cpus_label(row['cpus'], machine):>8}"
+            f"{row['attackers']:>4}{('y' if row['tokenizer_attacker'] else 'n'):>4}")
+
+
 def format_tables(result: dict) -> str:
     m = result["machine"]
     lines = []
@@ -76,8 +82,7 @@ def format_tables(result: dict) -> str:
                  f"{'msgs':>7}{'p50[us]':>10}{'p99[us]':>10}{'p99.9[us]':>11}{'max[us]':>10}"
                  f"{'kmsg/s':>9}{'MB/s':>9}{'rdCPU%':>8}{'wrCPU%':>8}{'send50':>8}")
     for cell in result["cells"]:
-        head = (f"{cell['queue']:<12}{cell['readers']:>3}{cpus_label(cell['cpus'], m):>8}"
-                f"{cell['attackers']:>4}{('y' if cell['tokenizer_attacker'] else 'n'):>4}")
+        head = _row_head(cell, m)
         if cell.get("error"):
             lines.append(f"{head}  ERROR: {cell['error'].splitlines()[-1][:90]}")
         for s in cell["subruns"]:
@@ -98,9 +103,7 @@ def format_tables(result: dict) -> str:
         idle = cell.get("idle")
         if not idle:
             continue
-        lines.append(f"{cell['queue']:<12}{cell['readers']:>3}{cpus_label(cell['cpus'], m):>8}"
-                     f"{cell['attackers']:>4}{('y' if cell['tokenizer_attacker'] else 'n'):>4}"
-                     f"   reader {_pct2(idle['reader_cpu_frac_early_mean']):>7} / "
+        lines.append(f"{_row_head(cell, m)}   reader {_pct2(idle['reader_cpu_frac_early_mean']):>7} / "
                      f"{_pct2(idle['reader_cpu_frac_late_mean']):>7}   writer "
                      f"{_pct2(idle['writer_cpu_frac_early']):>7} / {_pct2(idle['writer_cpu_frac_late']):>7}"
                      f"   (window {idle['window_s']:.1f} s)")
@@ -111,9 +114,7 @@ def format_tables(result: dict) -> str:
         lines.append(f"{'queue':<12}{'rd':>3}{'cpus':>8}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
                      f"{'p50 ratio':>11}{'p99 ratio':>11}{'p99.9 ratio':>13}{'thru ratio':>12}")
         for r in ratios:
-            lines.append(f"{r['queue']:<12}{r['readers']:>3}{cpus_label(r['cpus'], m):>8}"
-                         f"{r['attackers']:>4}{('y' if r['tokenizer_attacker'] else 'n'):>4}"
-                         f"{size_label(r['size']):>7}{pace_label(r['pace_ns']):>6}"
+            lines.append(f"{_row_head(r, m)}{size_label(r['size']):>7}{pace_label(r['pace_ns']):>6}"
                          f"{_f(r['p50_ratio'], '{:.3f}'):>11}{_f(r['p99_ratio'], '{:.3f}'):>11}"
                          f"{_f(r['p999_ratio'], '{:.3f}'):>13}{_f(r['throughput_ratio'], '{:.3f}'):>12}")
     targets = result.get("targets") or []

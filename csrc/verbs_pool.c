@@ -392,6 +392,17 @@ static void qp_info(const struct rdmaq_verbs_qp *q, struct rdmaq_verbs_qp_info *
 	out->psn = q->psn;
 }
 
+/* Caller holds pool_lock.  From here every later queue to this peer finds the pool. */
+static void pool_link(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_pool *p,
+		      enum rdmaq_verbs_pool_state state)
+{
+	__atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
+	p->next = ctx->pools;
+	ctx->pools = p;
+	if (state == RDMAQ_POOL_READY)
+		RDMAQ_VSTAT_ADD(pools_created, 1);
+}
+
 static void pool_unlink(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_pool *p)
 {
 	struct rdmaq_verbs_pool **pp;
@@ -446,10 +457,7 @@ static int pool_self_create(struct rdmaq_verbs_ctx *ctx, const uint8_t *self_id,
 		pool_free(p);
 		return ret;
 	}
-	p->state = RDMAQ_POOL_READY;
-	p->next = ctx->pools;
-	ctx->pools = p;
-	RDMAQ_VSTAT_ADD(pools_created, 1);
+	pool_link(ctx, p, RDMAQ_POOL_READY);
 	*out = p;
 	return 0;
 }
@@ -532,9 +540,7 @@ int rdmaq_verbs_pool_prepare(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, u
 	}
 	for (i = 0; i < want; i++)
 		qp_info(&p->qps[i], &out[i]);
-	p->state = RDMAQ_POOL_PENDING;
-	p->next = ctx->pools;
-	ctx->pools = p;
+	pool_link(ctx, p, RDMAQ_POOL_PENDING);
 	*pool_id = p->id;
 	*n = want;
 out:
@@ -579,10 +585,7 @@ int rdmaq_verbs_pool_accept(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, ui
 		pool_free(p);
 		goto out;
 	}
-	p->state = RDMAQ_POOL_READY;
-	p->next = ctx->pools;
-	ctx->pools = p;
-	RDMAQ_VSTAT_ADD(pools_created, 1);
+	pool_link(ctx, p, RDMAQ_POOL_READY);
 out:
 	pthread_mutex_unlock(&ctx->pool_lock);
 	return ret;
