@@ -2,7 +2,7 @@
 # /init of the SoftRoCE test VM's initramfs (built by setup-host.sh).
 #
 # Assembles the guest's root from the host's: the host root read-only over 9p,
-# tmpfs on /run and /tmp, tmpfs-backed overlays where the guest must write, the
+# tmpfs on /run, tmpfs-backed overlays where the guest must write (/tmp too), the
 # kernel's module tree, and the caller's working dir read-write at the same
 # path. Then switch_root into the host's bash running guest-stage2.sh.
 # Keep it busybox-only: nothing else exists until the switch.
@@ -37,13 +37,14 @@ mount -t 9p -o "$p9,ro,cache=loose" rdmaq_root /newroot || fail "cannot mount th
 
 r=/newroot
 mount -t tmpfs -o mode=0755 tmpfs $r/run || fail "tmpfs /run"
-mount -t tmpfs -o mode=1777 tmpfs $r/tmp || fail "tmpfs /tmp"
 mkdir -p $r/run/rdmaq-ctl
 mount --move /ctl $r/run/rdmaq-ctl || fail "move /ctl"
 
 # Writable (throw-away) views of host dirs: /etc for netns and tools' state,
-# /usr/lib so the guest kernel's module dir can appear under /usr/lib/modules.
-for d in etc var root home usr/lib; do
+# /usr/lib so the guest kernel's module dir can appear under /usr/lib/modules,
+# /tmp for scratch files while the host's files there (a cache or a checkout
+# under /tmp) stay visible.
+for d in etc var root home tmp usr/lib; do
 	[ -d "$r/$d" ] || continue
 	o=$r/run/rdmaq-ovl/$(echo "$d" | tr / _)
 	mkdir -p "$o/upper" "$o/work"
@@ -60,7 +61,7 @@ mount --bind "$r$RDMAQ_VM_KROOT/lib/modules/$RDMAQ_VM_KVER" "$r/usr/lib/modules/
 # cache=loose (RDMAQ_VM_WORKDIR_CACHE): cached, faster for many imports, but
 # host-side changes during the run may not show; stage2 syncs before poweroff.
 if [ -n "$RDMAQ_VM_WORKDIR" ]; then
-	# A workdir under /tmp or /run sits on the fresh tmpfs: make the mount point.
+	# A workdir under /run sits on the fresh tmpfs: make the mount point.
 	mkdir -p "$r$RDMAQ_VM_WORKDIR" 2>/dev/null
 	mount -t 9p -o "$p9,cache=${RDMAQ_VM_WORKDIR_CACHE:-mmap}" rdmaq_work "$r$RDMAQ_VM_WORKDIR" ||
 		fail "cannot mount the working dir at $RDMAQ_VM_WORKDIR"
