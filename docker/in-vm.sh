@@ -20,8 +20,10 @@ say() { printf 'docker-in-vm: %s\n' "$*" >&2; }
 # The guest has no cgroup mount of its own; runc needs one (v2 here).
 mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup || { say "cannot mount cgroup2"; exit 90; }
 
-d=/tmp/dockerd # tmpfs: everything vanishes with the VM
-mkdir -p "$d"
+# Its own tmpfs: overlay2 cannot stack on the guest's /tmp (itself an overlay),
+# and everything vanishes with the VM.
+d=/tmp/dockerd
+mkdir -p "$d" && mount -t tmpfs -o mode=0711 tmpfs "$d" || { say "cannot mount a tmpfs on $d"; exit 90; }
 export DOCKER_HOST=unix://$d/docker.sock
 docker=/usr/bin/docker # Debian's client, same version as its dockerd
 
