@@ -155,7 +155,7 @@ t=$(now)
 phase "host setup"
 if [ "$mode" = docker ]; then
 	missing=()
-	for p in docker.io debootstrap; do
+	for p in docker.io docker-compose debootstrap; do
 		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
