@@ -60,10 +60,23 @@ create_rxe() {
 	rdma link add rxe0 type rxe netdev "$ndev" || return 1
 	local i
 	for ((i = 0; i < 100; i++)); do
+		make_uverbs_nodes
 		[ -n "$(list_devices)" ] && return 0
 		sleep 0.1
 	done
 	return 1
+}
+
+# A privileged container's /dev was filled when it started: a device created
+# since has no node here, and libibverbs skips a device without its node.
+make_uverbs_nodes() {
+	local d n
+	mkdir -p /dev/infiniband
+	for d in /sys/class/infiniband_verbs/uverbs*; do
+		n=/dev/infiniband/${d##*/}
+		[ -e "$n" ] || [ ! -r "$d/dev" ] || mknod -m 666 "$n" c $(tr : ' ' <"$d/dev") ||
+			log "cannot create $n"
+	done
 }
 
 # --- 1. device ----------------------------------------------------------------
