@@ -84,12 +84,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "..", "..", "csrc")
 
 
-def _build_lat_pingpong():
-    """Compile once per source version (gcc under TCG takes a minute)."""
+SANITIZE = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+
+
+def _build_lat_pingpong(cflags=("-O2",)):
+    """Compile once per source version and flags (gcc under TCG takes a minute)."""
     srcs = [os.path.join(CSRC, f) for f in ("ring.c", "wait.c", "error.c", "verbs_ctx.c", "verbs_pool.c",
                                             "verbs_ep.c", "verbs_writer.c", "verbs_reader.c")]
     srcs.append(os.path.join(HERE, "lat_pingpong.c"))
-    h = hashlib.sha1()
+    h = hashlib.sha1(" ".join(cflags).encode())
     for f in sorted(srcs + glob.glob(os.path.join(CSRC, "*.h"))):
         with open(f, "rb") as fh:
             h.update(fh.read())
@@ -97,8 +100,8 @@ def _build_lat_pingpong():
     exe = os.path.join(out, f"lat_pingpong-{h.hexdigest()[:12]}")
     if not os.path.exists(exe):
         os.makedirs(out, exist_ok=True)
-        subprocess.run(["gcc", "-O2", "-I", CSRC, "-o", exe + ".tmp", *srcs, "-libverbs", "-lpthread"],
-                       check=True, timeout=900)
+        subprocess.run(["gcc", *cflags, "-Wall", "-Wextra", "-I", CSRC, "-o", exe + ".tmp", *srcs,
+                        "-libverbs", "-lpthread"], check=True, timeout=900)
         os.replace(exe + ".tmp", exe)
     return exe
 
@@ -111,6 +114,20 @@ def test_c_round_trip_half_busy_polling(results_dir):
     s = json.loads(r.stdout)
     assert s["n"] == ITERS and s["bytes"] == 64
     _record(results_dir, "c_rtt_half_spin_64", s)
+
+
+# One record per message, and a message streamed through 5 slots.
+@pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc to build lat_pingpong.c")
+@pytest.mark.parametrize("size", [64, 20_000])
+def test_c_verbs_core_under_asan_ubsan(size):
+    """The verbs C code (ctx, pool, writer, reader, ep) under ASan+UBSan, leaks included."""
+    exe = _build_lat_pingpong(SANITIZE)
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    r = subprocess.run([exe, "300", str(size)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-6000:]
+    s = json.loads(r.stdout)
+    assert s["n"] == 300 and s["bytes"] == size
 
 
 # over shm: the same Python path without RDMA, i.e. the interpreter's share
