@@ -84,7 +84,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "..", "..", "csrc")
 
 
-SANITIZE = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+# (cflags, environment) per sanitizer run of the verbs C code
+SANITIZERS = {
+    "asan-ubsan": (["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
+                   {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1",
+                    "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}),
+    "tsan": (["-fsanitize=thread"], {"TSAN_OPTIONS": "halt_on_error=1"}),
+}
 
 
 def _build_lat_pingpong(cflags=("-O2",)):
@@ -119,12 +125,16 @@ def test_c_round_trip_half_busy_polling(results_dir):
 # One record per message, and a message streamed through 5 slots.
 @pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc to build lat_pingpong.c")
 @pytest.mark.parametrize("size", [64, 20_000])
-def test_c_verbs_core_under_asan_ubsan(size):
-    """The verbs C code (ctx, pool, writer, reader, ep) under ASan+UBSan, leaks included."""
-    exe = _build_lat_pingpong(SANITIZE)
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1",
-               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    r = subprocess.run([exe, "300", str(size)], env=env, capture_output=True, text=True, timeout=600)
+@pytest.mark.parametrize("kind", sorted(SANITIZERS))
+def test_c_verbs_core_under_sanitizer(kind, size):
+    """The verbs C code (ctx, pool, writer, reader, ep), two threads, under
+    ASan+UBSan (leaks included) and TSan (the race check)."""
+    cflags, env = SANITIZERS[kind]
+    exe = _build_lat_pingpong(["-O1", "-g", *cflags])
+    # TSan needs a fixed address-space layout on some kernels.
+    cmd = ["setarch", "-R", exe] if kind == "tsan" and shutil.which("setarch") else [exe]
+    r = subprocess.run([*cmd, "300", str(size)], env=dict(os.environ, **env),
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-6000:]
     s = json.loads(r.stdout)
     assert s["n"] == 300 and s["bytes"] == size
