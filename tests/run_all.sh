@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what it needs
 # (apt + pip, downloads cached under ~/.cache), then runs every tier:
-#   core      C core + shm transport + Python API (incl. ASan/UBSan/TSan builds)
+#   core      C core + shm transport + Python API (incl. ASan/UBSan/TSan builds);
+#             tests/core over shm (the verbs tier runs it over verbs)
 #   verbs     tests/core's shared tests over verbs + tests/verbs, on real
 #             SoftRoCE inside a QEMU VM (tests/rxe)
 #   docker    the containerized SoftRoCE run (docker/): image built here,
@@ -47,7 +48,7 @@ run_tier() {
 	local tier=$1 t0=$SECONDS rc
 	case $tier in
 	core)	stage "core tests"
-		"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/core ;;
+		"$VENV/bin/python" -m pytest -q -p no:cacheprovider --transport shm tests/core ;;
 	verbs)	stage "verbs tests in the SoftRoCE VM"
 		PATH="$VENV/bin:$PATH" RDMAQ_VENV=$VENV bash tests/rxe/ci.sh ;;
 	vllm)	stage "vLLM tests"
