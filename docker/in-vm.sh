@@ -1,9 +1,10 @@
 #!/bin/bash
 # Inside the SoftRoCE VM (tests/rxe/vm-run): start a throw-away dockerd on
 # tmpfs, load the test image saved by docker/ci.sh, and run it against the
-# guest's real rxe devices: the suite through docker/compose.yml (the
-# README's one command), then the README's plain `docker run` flags with a
-# short command. Without docker-compose, the suite runs through docker run.
+# guest's real rxe devices: 1. the suite through docker/compose.yml (the
+# README's one command); 2. the README's plain `docker run` flags with a
+# short command (without docker-compose, the suite runs this way); 3. with
+# the rxe devices deleted, a privileged container that creates its own.
 #
 #   tests/rxe/vm-run --mem 4G -e RDMAQ_DOCKER_IMAGE_TAR=/path/img.tar -- docker/in-vm.sh [CMD...]
 #
@@ -60,6 +61,7 @@ docker_run() {
 		-e RDMAQ_DEVICE="${RDMAQ_DEVICE:-}" -e PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-}" "$@"
 }
 
+# 1. and 2.
 t=$(now)
 if command -v docker-compose >/dev/null; then
 	# The README's one command, with the Compose v1 Debian ships (its `run`
