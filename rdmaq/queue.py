@@ -73,16 +73,10 @@ def _int_arg(name, value, lo, hi):
     return value
 
 
-def _stats(ffi, lib, fn, ptr):
-    s = ffi.new("struct rdmaq_stats *")
-    fn(ptr, s)
-    return {k: getattr(s, k) for k in ("messages", "bytes", "spins", "sleeps", "wakeups", "credits")}
-
-
 class _Endpoint:
     """Shared plumbing: one operation at a time, close() from any thread."""
 
-    _kind = "endpoint"
+    _kind = "endpoint"  # "writer" or "reader": names the rdmaq_<kind>_* C functions
 
     def __init__(self, backend):
         self._b = backend
@@ -103,11 +97,22 @@ class _Endpoint:
             self._op.release()
             raise errors.ClosedError(f"{self._kind} is closed")
 
-    def _c_ready(self, ns):
-        raise NotImplementedError
+    def _c(self, op):
+        """The C function rdmaq_<kind>_<op> (wait_ready, stats, cancel, close, destroy)."""
+        return getattr(self._lib, f"rdmaq_{self._kind}_{op}")
 
-    def _with_extra(self, stats):
-        """Add transport counters (verbs: QPs created/reused...) where there are any."""
+    def _c_stats(self):
+        s = self._ffi.new("struct rdmaq_stats *")
+        self._c("stats")(self._ptr, s)
+        return {k: getattr(s, k) for k in ("messages", "bytes", "spins", "sleeps", "wakeups", "credits")}
+
+    @property
+    def stats(self):
+        """The ring's counters, plus the transport's (verbs: QPs created/reused...);
+        after close, the ring's counters as they were."""
+        if self._closed:
+            return dict(getattr(self, "_final_stats", {}))
+        stats = self._c_stats()
         extra = getattr(self._b, "extra_stats", None)
         if extra:
             stats.update(extra())
@@ -126,7 +131,7 @@ class _Endpoint:
         if self._ready:
             return
         self._b.before_ready(deadline)
-        self._check(self._c_ready(_remaining_ns(deadline)), "wait_ready")
+        self._check(self._c("wait_ready")(self._ptr, _remaining_ns(deadline)), "wait_ready")
         self._ready = True
 
     def close(self):
@@ -137,9 +142,14 @@ class _Endpoint:
         if os.getpid() != self._pid:
             # A fork()ed copy: the queue belongs to the parent, leave it be.
             return
-        self._cancel()  # wakes a blocked operation, which then releases _op
+        self._c("cancel")(self._ptr)  # wakes a blocked operation, which then releases _op
         with self._op:
-            self._finish_close()
+            self._final_stats = self._c_stats()
+            try:
+                self._c("close")(self._ptr)
+            finally:
+                self._c("destroy")(self._ptr)
+                self._ptr = None
             self._b.close()
 
     def __enter__(self):
@@ -197,9 +207,6 @@ class Writer(_Endpoint):
         """Small picklable token; pass it to each reader process."""
         return self._b.handle
 
-    def _c_ready(self, ns):
-        return self._lib.rdmaq_writer_wait_ready(self._ptr, ns)
-
     def put(self, data, timeout=None):
         """Send one message: a bytes-like object, or a list of them sent as one."""
         parts = [data] if not isinstance(data, (list, tuple)) else data
@@ -226,24 +233,6 @@ class Writer(_Endpoint):
         """Pickle ``obj`` (protocol 5, large buffers out of band) and put it."""
         self.put(serialize.dumps(obj), timeout)
 
-    @property
-    def stats(self):
-        if self._closed and not hasattr(self, "_final_stats"):
-            return {}
-        if self._closed:
-            return dict(self._final_stats)
-        return self._with_extra(_stats(self._ffi, self._lib, self._lib.rdmaq_writer_stats, self._ptr))
-
-    def _cancel(self):
-        self._lib.rdmaq_writer_cancel(self._ptr)
-
-    def _finish_close(self):
-        self._final_stats = _stats(self._ffi, self._lib, self._lib.rdmaq_writer_stats, self._ptr)
-        try:
-            self._lib.rdmaq_writer_close(self._ptr)
-        finally:
-            self._lib.rdmaq_writer_destroy(self._ptr)
-            self._ptr = None
 
 
 class Reader(_Endpoint):
@@ -266,9 +255,6 @@ class Reader(_Endpoint):
         self.transport = handle.transport
         self._ptr = self._b.ptr
         self._pending = None  # message being received when a timeout hit
-
-    def _c_ready(self, ns):
-        return self._lib.rdmaq_reader_wait_ready(self._ptr, ns)
 
     def get(self, timeout=None):
         """Next message as a bytearray the caller owns."""
@@ -300,20 +286,3 @@ class Reader(_Endpoint):
     def recv(self, timeout=None):
         """Next message, unpickled (see Writer.send)."""
         return serialize.loads(self.get(timeout))
-
-    @property
-    def stats(self):
-        if self._closed:
-            return dict(getattr(self, "_final_stats", {}))
-        return self._with_extra(_stats(self._ffi, self._lib, self._lib.rdmaq_reader_stats, self._ptr))
-
-    def _cancel(self):
-        self._lib.rdmaq_reader_cancel(self._ptr)
-
-    def _finish_close(self):
-        self._final_stats = _stats(self._ffi, self._lib, self._lib.rdmaq_reader_stats, self._ptr)
-        try:
-            self._lib.rdmaq_reader_close(self._ptr)
-        finally:
-            self._lib.rdmaq_reader_destroy(self._ptr)
-            self._ptr = None
