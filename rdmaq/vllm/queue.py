@@ -37,7 +37,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import zmq
 from torch.distributed import ProcessGroup
 
 import rdmaq
@@ -197,25 +196,12 @@ class RdmaqMessageQueue(VllmMessageQueue):
                 "rdmaq MessageQueue ignores enable_shm_tensor_arena: large tensors "
                 "travel through the rdmaq ring as out-of-band pickle buffers"
             )
-        self._rdmaq = True
-        self._pid = os.getpid()
-        self._close_lock = threading.Lock()
-        self.n_local_reader = n_local_reader
         n_remote = n_reader - n_local_reader
-        self.n_remote_reader = n_remote
-        self.shutting_down = False
-        self._is_writer = True
+        self._init_state(n_local_reader, n_remote, is_writer=True)
         self._is_local_reader = False
         self._is_remote_reader = False
         self.local_reader_rank = -1
         self.current_idx = -1
-        self.buffer = None
-        self.local_socket = None
-        self.remote_socket = None
-        self._spin_condition = None
-        self.tensor_arena = None
-        self._reader = None
-        self._remote = None
 
         # Remote readers join the ring (RDMA) when we can tell them apart.
         ring_remote_ranks = None
@@ -236,7 +222,6 @@ class RdmaqMessageQueue(VllmMessageQueue):
         n_ring = n_local_reader + (len(ring_remote_ranks) if ring_remote_ranks else 0)
 
         slot_bytes, slots = ring_geometry(max_chunk_bytes, max_chunks)
-        self._writer = None
         if n_ring > 0:
             transport = os.environ.get("RDMAQ_VLLM_TRANSPORT", "auto")
             if ring_remote_ranks and transport == "auto":
@@ -283,6 +268,26 @@ class RdmaqMessageQueue(VllmMessageQueue):
             self._stats.info["remote"],
         )
 
+    def _init_state(self, n_local_reader: int, n_remote_reader: int, *, is_writer: bool) -> None:
+        """What the writer (__init__) and a reader (create_from_handle) both
+        start with: our bookkeeping, and the attributes of vLLM's queue that
+        its callers may read but the rdmaq path leaves unused."""
+        self._rdmaq = True
+        self._pid = os.getpid()
+        self._close_lock = threading.Lock()
+        self.n_local_reader = n_local_reader
+        self.n_remote_reader = n_remote_reader
+        self.shutting_down = False
+        self._is_writer = is_writer
+        self.buffer = None
+        self.local_socket = None
+        self.remote_socket = None
+        self._spin_condition = None
+        self.tensor_arena = None
+        self._writer = None
+        self._reader = None
+        self._remote = None
+
     def _finalizer_for(self, endpoints: list) -> None:
         eps = [e for e in endpoints if e is not None]
         fin = weakref.finalize(self, _close_endpoints, self._pid, eps)
@@ -299,22 +304,8 @@ class RdmaqMessageQueue(VllmMessageQueue):
             # A handle from vLLM's own queue: vLLM's own reader.
             return VllmMessageQueue.create_from_handle(handle, rank)
         self = RdmaqMessageQueue.__new__(RdmaqMessageQueue)
-        self._rdmaq = True
-        self._pid = os.getpid()
-        self._close_lock = threading.Lock()
+        self._init_state(len(handle.local_reader_ranks), handle.n_remote_reader, is_writer=False)
         self.handle = handle
-        self.shutting_down = False
-        self._is_writer = False
-        self.n_local_reader = len(handle.local_reader_ranks)
-        self.n_remote_reader = handle.n_remote_reader
-        self.buffer = None
-        self.local_socket = None
-        self.remote_socket = None
-        self._spin_condition = None
-        self.tensor_arena = None
-        self._writer = None
-        self._reader = None
-        self._remote = None
         self.current_idx = 0
         self._transport = getattr(handle.ring, "transport", None)
 
