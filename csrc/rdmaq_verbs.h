@@ -136,4 +136,7 @@ int rdmaq_verbs_reader_connect(struct rdmaq_reader *r, uint64_t pool_id,
 
 void rdmaq_verbs_stats(struct rdmaq_verbs_stats *out);
 
+/* 1 when the peer's end of a liveness socket has closed (or fd < 0), else 0. */
+int rdmaq_verbs_live_gone(int fd);
+
 #endif

@@ -155,7 +155,6 @@ int rdmaq_verbs_ep_block(struct rdmaq_verbs_ep *ep, struct pollfd *live, uint32_
 			 int64_t timeout_ns);
 void rdmaq_verbs_ep_finish(struct rdmaq_verbs_ep *ep);
 void rdmaq_verbs_ep_wake(struct rdmaq_verbs_ep *ep);
-int rdmaq_verbs_live_gone(int fd);
 int rdmaq_verbs_fail_err(const struct rdmaq_verbs_qp *q);
 
 #endif

@@ -192,24 +192,6 @@ def _keepalive(sock):
                 pass
 
 
-def _fd_gone(fd):
-    """The peer's end of a liveness socket has closed (we never read data)."""
-    p = select.poll()
-    p.register(fd, select.POLLIN | select.POLLRDHUP)
-    ev = p.poll(0)
-    if not ev:
-        return False
-    mask = ev[0][1]
-    if mask & (select.POLLHUP | select.POLLERR | select.POLLRDHUP | select.POLLNVAL):
-        return True
-    try:
-        return os.read(fd, 64) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-
-
 def _desc(pid, host):
     return f"pid {pid}" if host == socket.gethostname() else f"pid {pid} on {host}"
 
@@ -326,7 +308,7 @@ class WriterBackend:
 
     def _check_attached_alive(self):
         for index, fd in list(self._fds.items()):
-            if _fd_gone(fd):
+            if lib.rdmaq_verbs_live_gone(fd):
                 desc = self._descs.get(index, "?")
                 raise errors.PeerDeadError(
                     f"verbs writer wait_ready: reader {index} ({desc}) died (or closed) before the "
@@ -609,7 +591,7 @@ class ReaderBackend:
             events = dict(poller.poll(wait * 1000))
             if self._dealer in events:
                 return json.loads(self._dealer.recv())
-            if self._live_fd in events and _fd_gone(self._live_fd):
+            if self._live_fd in events and lib.rdmaq_verbs_live_gone(self._live_fd):
                 raise errors.PeerDeadError(
                     f"verbs reader {self._index}: writer ({self._writer_desc}) died or closed "
                     "before attaching this reader")
