@@ -83,12 +83,10 @@ class RdmaqAdapter(QueueAdapter):
         if self.transport == "verbs":
             if importlib.util.find_spec("rdmaq._rdmaq_verbs") is None:
                 return "rdmaq was built without verbs (no libibverbs headers at build time)"
-            try:
-                devs = os.listdir("/sys/class/infiniband")
-            except OSError:
-                devs = []
-            if not devs:
-                return "no RDMA device (/sys/class/infiniband is empty or missing)"
+            import rdmaq._verbs
+
+            if not rdmaq._verbs.available():
+                return "no ACTIVE RDMA port (see `rdmaq doctor`)"
         return None
 
     def prepare(self):
