@@ -264,8 +264,7 @@ int rdmaq_writer_close(struct rdmaq_writer *w)
 	if (w->closed)
 		return 0;
 	w->closed = true;
-	if (!w->ready)
-		return 0;
+	/* Before ready too: readers already waiting for it must learn it. */
 	return w->ops->mark_closed(w, w->next_seq);
 }
 
@@ -345,7 +344,11 @@ static int rdmaq_reader_is_ready(void *arg)
 {
 	struct rdmaq_reader *r = arg;
 
-	return smp_load_acquire(&rdmaq_reader_ctrl(r)->ready) ? 1 : 0;
+	if (smp_load_acquire(&rdmaq_reader_ctrl(r)->ready))
+		return 1;
+	if (smp_load_acquire(&rdmaq_reader_ctrl(r)->closed_seq))
+		return rdmaq_set_err(-EPIPE, "writer closed the queue before it was ready");
+	return 0;
 }
 
 int rdmaq_reader_wait_ready(struct rdmaq_reader *r, int64_t timeout_ns)

@@ -142,7 +142,8 @@ struct rdmaq_writer_ops {
 		    int iovcnt, size_t iov_off);
 	/* Make emitted records visible; wake sleeping readers if `doorbell`. */
 	int (*flush)(struct rdmaq_writer *w, bool doorbell);
-	/* Store closed_seq in every reader ring and wake them. */
+	/* Store closed_seq in every reader ring it can reach and wake them (also
+	 * before ready: readers not connected yet must learn it some other way). */
 	int (*mark_closed)(struct rdmaq_writer *w, uint64_t closed_seq);
 	/* Wake a thread blocked in wait_ops.block (after cancel). */
 	void (*interrupt)(struct rdmaq_writer *w);

@@ -48,7 +48,9 @@ struct rdmaq_shm_wctrl {
 	/* the writer sleeps here, waiting for attach or credit */
 	uint32_t doorbell;
 	uint32_t sleeping;
-	uint8_t pad1[RDMAQ_CACHELINE - 8];
+	/* set by close: readers the writer has not connected yet see it here */
+	uint32_t closed;
+	uint8_t pad1[RDMAQ_CACHELINE - 12];
 };
 
 struct rdmaq_shm_attach {
@@ -312,9 +314,13 @@ static int shm_writer_mark_closed(struct rdmaq_writer *wp, uint64_t closed_seq)
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
 	uint32_t i;
 
+	/* Readers whose ring we never mapped (closed before ready) look here. */
+	smp_store_release(&w->ctrl->closed, 1);
 	for (i = 0; i < wp->cfg.n_readers; i++) {
 		struct rdmaq_ring_ctrl *rc = (struct rdmaq_ring_ctrl *)w->rings[i].base;
 
+		if (!rc)
+			continue;
 		smp_store_release(&rc->closed_seq, closed_seq);
 		ring_ring_doorbell(rc, INT_MAX);
 	}
@@ -561,6 +567,9 @@ static int shm_reader_check_peer(void *ep)
 
 	if (peer_dead(&r->writer))
 		return rdmaq_set_err(-EOWNERDEAD, "writer (pid %d) died", r->writer.pid);
+	/* Not connected yet, so closed_seq never reaches our ring: see mark_closed. */
+	if (!smp_load_acquire(&shm_reader_ctrl(r)->ready) && smp_load_acquire(&r->wctrl->closed))
+		return rdmaq_set_err(-EPIPE, "writer closed the queue before it was ready");
 	return 0;
 }
 

@@ -386,7 +386,7 @@ static void vw_destroy(struct rdmaq_writer *wp)
 
 	if (rdmaq_verbs_ctx_stale(w->ctx))
 		goto free_w;	/* forked child: the objects are the parent's */
-	if (wp->ready && !wp->closed)
+	if (!wp->closed)
 		rdmaq_writer_close(wp);
 	vw_fence(w);
 	rdmaq_verbs_ep_fini(&w->ep);

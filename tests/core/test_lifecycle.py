@@ -115,6 +115,19 @@ def test_closed_reader_is_skipped_and_last_close_is_reported(transport):
     w.close()
 
 
+def test_writer_closed_before_ready_is_seen_by_waiting_readers(transport):
+    """A writer that closes before it ever connected its readers: they learn
+    it from their wait, not from their timeout (none here would mean a hang)."""
+    w = rdmaq.Writer(1, transport=transport)
+    r = rdmaq.Reader(w.handle, 0)
+    w.close()
+    t0 = time.monotonic()
+    with pytest.raises(rdmaq.PeerClosedError, match="writer closed the queue"):
+        r.get(timeout=60)
+    assert time.monotonic() - t0 < 30
+    r.close()
+
+
 def test_writer_wait_ready_times_out_naming_missing_readers(transport):
     with rdmaq.Writer(3, transport=transport) as w:
         r = rdmaq.Reader(w.handle, 1)
