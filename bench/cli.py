@@ -102,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attackers", default="0", help="CPU-hog counts, e.g. 0,2 (default %(default)s)")
     p.add_argument("--tokenizer-attacker", action="store_true",
                    help="add one HF tokenizers batch-encoding process (its thread pool) to each cell")
+    p.add_argument("--attacker-policy", choices=("normal", "idle"), default="normal",
+                   help="scheduling class of the attackers: normal (SCHED_OTHER) or idle (SCHED_IDLE, "
+                        "as `rdmaq doctor` advises for CPU-heavy neighbours) (default %(default)s)")
+    p.add_argument("--stages", action="store_true",
+                   help="also record rdmaq's per-stage timestamps (serialize, copy, publish, wake, "
+                        "copy out, deserialize) and report their medians")
     p.add_argument("--idle-window", type=float, default=3.0,
                    help="seconds of the idle CPU measurement per cell (default %(default)s)")
     p.add_argument("--json", metavar="FILE", help="write every figure and the machine description here")
@@ -139,7 +145,7 @@ def make_subruns(sizes, paces, args) -> list[dict]:
             if args.quick and args.warmup is None:
                 warm = 20
             subs.append({"size": size, "pace_ns": pace, "n": n, "warmup": warm,
-                         "time_cap_s": args.time_cap})
+                         "time_cap_s": args.time_cap, "stages": bool(args.stages)})
     return subs
 
 
@@ -254,7 +260,10 @@ def main(argv=None) -> int:
         "argv": argv,
         "config": {"queues": usable, "readers": readers, "sizes": sizes, "paces_ns": paces,
                    "attackers": attackers, "cpus": cpus, "tokenizer_attacker": args.tokenizer_attacker,
-                   "idle_window_s": args.idle_window, "subruns": subruns, "quick": args.quick},
+                   "attacker_policy": args.attacker_policy,
+                   "idle_window_s": args.idle_window, "subruns": subruns, "quick": args.quick,
+                   # rdmaq's waiting knobs as the children saw them (unset: the defaults)
+                   "env": {k: v for k, v in os.environ.items() if k.startswith("RDMAQ_")}},
         "machine": machine.describe(args.label),
         "skipped": skipped,
         "cdf_q": CDF_Q,
@@ -266,9 +275,11 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     for i, (rd, att, q) in enumerate(plan):
         print(f"rdmaq bench: cell {i + 1}/{len(plan)}: {q}, {rd} readers, cpus {args.cpus}, "
-              f"{att} attackers{', tokenizer attacker' if args.tokenizer_attacker else ''} "
+              f"{att} {args.attacker_policy} attackers"
+              f"{', tokenizer attacker' if args.tokenizer_attacker else ''} "
               f"({time.monotonic() - t0:.0f} s so far)", file=sys.stderr, flush=True)
-        cell, _ = run_cell(q, rd, cpus, att, args.tokenizer_attacker, subruns, args.idle_window, progress)
+        cell, _ = run_cell(q, rd, cpus, att, args.tokenizer_attacker, subruns, args.idle_window, progress,
+                           attacker_policy=args.attacker_policy)
         if cell["error"]:
             failed += 1
             print(f"rdmaq bench: cell failed: {cell['error']}", file=sys.stderr, flush=True)

@@ -48,10 +48,11 @@ def writer_main(conn, adapter, n_readers, cpus) -> None:
         adapter.writer_ready(w)
         conn.send(("ready",))
         send = adapter.sender(w)
+        tracer = adapter.writer_tracer(w)
         while True:
             cmd = conn.recv()
             if cmd[0] == "run":
-                conn.send(("done", write_subrun(send, cmd[1])))
+                conn.send(("done", write_subrun(send, cmd[1], tracer)))
             elif cmd[0] == "finish":
                 send((KIND_END_ALL, 0, time.monotonic_ns(), b""))
                 conn.send(("finished",))
@@ -63,9 +64,15 @@ def writer_main(conn, adapter, n_readers, cpus) -> None:
         _fail(conn)
 
 
-def write_subrun(send, sub) -> dict:
-    """Send warmup + n messages of sub['size'] bytes, one every sub['pace_ns'] (0 = back to back)."""
+def write_subrun(send, sub, tracer=None) -> dict:
+    """Send warmup + n messages of sub['size'] bytes, one every sub['pace_ns'] (0 = back to back).
+
+    With sub['stages'] and a tracer, also the queue's own timestamps of each send call
+    (start, records copied, published)."""
     payload = os.urandom(sub["size"])
+    if not sub.get("stages"):
+        tracer = None
+    stages = [array("q"), array("q"), array("q")]
     warmup, n = sub["warmup"], sub["n"]
     pace_ns = sub["pace_ns"]
     mono, ptime, sleep = time.monotonic_ns, time.process_time_ns, time.sleep
@@ -82,6 +89,9 @@ def write_subrun(send, sub) -> dict:
         now = mono()
         if i >= warmup:
             send_dur.append(now - t)
+            if tracer:
+                for a, v in zip(stages, tracer()):
+                    a.append(v)
         if now > deadline:
             break
         if pace_ns:
@@ -96,6 +106,7 @@ def write_subrun(send, sub) -> dict:
         "cpu_ns": (cpu1 - cpu0) if cpu0 is not None else None,
         "wall_ns": (wall1 - wall0) if wall0 is not None else None,
         "send_dur": send_dur.tobytes(),
+        "stages": [a.tobytes() for a in stages] if tracer else None,
     }
 
 
@@ -110,10 +121,11 @@ def reader_main(conn, adapter, index, cpus) -> None:
         adapter.reader_ready(r)
         conn.send(("ready",))
         recv = adapter.receiver(r)
+        tracer = adapter.reader_tracer(r)
         while True:
             cmd = conn.recv()
             if cmd[0] == "run":
-                conn.send(("done", read_subrun(recv, cmd[1])))
+                conn.send(("done", read_subrun(recv, cmd[1], tracer)))
             elif cmd[0] == "finish":
                 conn.send(("waiting",))  # the parent's idle window starts after every reader says so
                 m = recv()
@@ -126,9 +138,15 @@ def reader_main(conn, adapter, index, cpus) -> None:
         _fail(conn)
 
 
-def read_subrun(recv, sub) -> dict:
-    """Receive until the writer's end-of-subrun message; time each measured message."""
+def read_subrun(recv, sub, tracer=None) -> dict:
+    """Receive until the writer's end-of-subrun message; time each measured message.
+
+    With sub['stages'] and a tracer, also the queue's own timestamps of each receive
+    (writer's publish stamp, record seen, copied out) and how the wait ended."""
     warmup, size = sub["warmup"], sub["size"]
+    if not sub.get("stages"):
+        tracer = None
+    stages = [array("q"), array("q"), array("q"), array("q")]
     mono, ptime = time.monotonic_ns, time.process_time_ns
     send_t = array("q")
     recv_t = array("q")
@@ -146,6 +164,9 @@ def read_subrun(recv, sub) -> dict:
                 cpu0, wall0 = ptime(), t
             send_t.append(m[2])
             recv_t.append(t)
+            if tracer:
+                for a, v in zip(stages, tracer()):
+                    a.append(v)
         if seq != expected and len(errors) < 10:
             errors.append(f"got seq {seq}, expected {expected}")
         expected = seq + 1
@@ -159,24 +180,33 @@ def read_subrun(recv, sub) -> dict:
     return {
         "send_t": send_t.tobytes(),
         "recv_t": recv_t.tobytes(),
+        "stages": [a.tobytes() for a in stages] if tracer else None,
         "cpu_ns": (cpu1 - cpu0) if cpu0 is not None else None,
         "wall_ns": (wall1 - wall0) if wall0 is not None else None,
         "errors": errors,
     }
 
 
-def hog_main(cpus) -> None:
+def be_idle_class(policy: str) -> None:
+    """Attackers as SCHED_IDLE: any normal thread that wakes preempts them."""
+    if policy == "idle":
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+def hog_main(cpus, policy="normal") -> None:
     """A CPU attacker: a pure busy loop in the given cpuset until terminated."""
     pin(cpus)
+    be_idle_class(policy)
     x = 0
     while True:
         x = (x * 1103515245 + 12345) & 0xFFFFFFFF
 
 
-def tokenizer_main(conn, cpus) -> None:
+def tokenizer_main(conn, cpus, policy="normal") -> None:
     """HF tokenizers batch encoding with its Rayon thread pool, as an API server's does."""
     try:
         pin(cpus)
+        be_idle_class(policy)  # before the pool starts: its threads inherit the class
         os.environ["TOKENIZERS_PARALLELISM"] = "true"
         from rdmaq_bench.tokattack import make_corpus, train_tokenizer
 

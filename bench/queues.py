@@ -62,6 +62,14 @@ class QueueAdapter:
     def close_reader(self, r) -> None:
         pass
 
+    def writer_tracer(self, w):
+        """A callable returning the last send's (start, copied, published) ns, or None."""
+        return None
+
+    def reader_tracer(self, r):
+        """A callable returning the last receive's (publish stamp, seen, copied, how), or None."""
+        return None
+
     def version(self) -> str | None:
         return None
 
@@ -120,6 +128,20 @@ class RdmaqAdapter(QueueAdapter):
 
     def close_reader(self, r):
         r.close()
+
+    def writer_tracer(self, w):
+        def trace():
+            t = w.last_trace
+            return t["start_ns"], t["mid_ns"], t["end_ns"]
+        return trace
+
+    def reader_tracer(self, r):
+        hows = {"none": 0, "ready": 1, "spin": 2, "window": 3, "woken": 4}
+
+        def trace():
+            t = r.last_trace
+            return t["start_ns"], t["mid_ns"], t["end_ns"], hows.get(t["how"], 0)
+        return trace
 
     def version(self):
         try:

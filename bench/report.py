@@ -107,6 +107,20 @@ def format_tables(result: dict) -> str:
                      f"{_pct2(idle['reader_cpu_frac_late_mean']):>7}   writer "
                      f"{_pct2(idle['writer_cpu_frac_early']):>7} / {_pct2(idle['writer_cpu_frac_late']):>7}"
                      f"   (window {idle['window_s']:.1f} s)")
+    staged = [(c, s) for c in result["cells"] for s in c["subruns"] if s.get("stages")]
+    if staged:
+        lines.append(hr)
+        lines.append("# stages of the slowest reader's message, p50 / p99 [us]; waits ended: "
+                     "ready / spin / window / woken (all readers)")
+        names = ("serialize", "copy_in", "publish", "detect", "copy_out", "deserialize")
+        lines.append(f"{'queue':<12}{'rd':>3}{'cpus':>8}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
+                     + "".join(f"{n:>16}" for n in names) + "   waits")
+        for c, s in staged:
+            st = s["stages"]
+            how = st.get("how", {})
+            lines.append(f"{_row_head(c, m)}{size_label(s['size']):>7}{pace_label(s['pace_ns']):>6}"
+                         + "".join(f"{st[n]['p50_us']:>8.1f}/{st[n]['p99_us']:<7.1f}" for n in names)
+                         + "   " + "/".join(str(how.get(k, 0)) for k in ("ready", "spin", "window", "woken")))
     ratios = result.get("ratios") or []
     if ratios:
         lines.append(hr)

@@ -95,7 +95,8 @@ def _cpu_s(pids):
     return out
 
 
-def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_s, progress):
+def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_s, progress,
+             attacker_policy="normal"):
     """Return the cell's figures (JSON-ready) and, per sub-run, max-over-readers latencies (ns)."""
     ctx = mp.get_context("spawn")
     adapter = make_adapter(queue)
@@ -105,6 +106,7 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
         "cpus": sorted(cpus) if cpus else None,
         "attackers": attackers,
         "tokenizer_attacker": bool(tokenizer),
+        "attacker_policy": attacker_policy,
         "subruns": [],
         "idle": None,
         "error": None,
@@ -114,12 +116,12 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
     try:
         t_start = time.monotonic()
         for _ in range(attackers):
-            h = ctx.Process(target=proc.hog_main, args=(cpus,), daemon=True)
+            h = ctx.Process(target=proc.hog_main, args=(cpus, attacker_policy), daemon=True)
             h.start()
             hogs.append(h)
         if tokenizer:
             a, b = ctx.Pipe()
-            tok = _Peer("tokenizer attacker", ctx.Process(target=proc.tokenizer_main, args=(b, cpus),
+            tok = _Peer("tokenizer attacker", ctx.Process(target=proc.tokenizer_main, args=(b, cpus, attacker_policy),
                                                           daemon=True), a)
             tok.process.start()
             _expect([tok], "ready", 300)

@@ -33,6 +33,40 @@ def summarize(values_ns: np.ndarray) -> dict | None:
     }
 
 
+HOW = ("none", "ready", "spin", "window", "woken")
+
+
+def stage_figures(writer, readers, send, recv, lat, n) -> dict:
+    """Where the time goes, per message, on the path to its slowest reader: p50/p99 µs of
+    each stage, and how readers' waits ended.  The writer's stages come from its send
+    call, the reader's from the queue's stamps (same clock on one host)."""
+    ws = [_arr(b) for b in writer["stages"]]
+    m = min(n, ws[0].size)
+    t_send = send[0][:m]
+    slow = lat[:, :m].argmax(axis=0)
+    rs = [[_arr(b)[:m] for b in r["stages"]] for r in readers]
+    cols = np.arange(m)
+
+    def pick(k):  # stage k of each message's slowest reader
+        return np.stack([r[k] for r in rs])[slow, cols]
+
+    stamp, seen, copied = pick(0), pick(1), pick(2)
+    done = np.stack([recv[i][:m] for i in range(len(readers))])[slow, cols]
+    parts = {
+        "serialize": ws[0][:m] - t_send,    # send call to the C put: pickling, Python
+        "copy_in": ws[1][:m] - ws[0][:m],   # waiting for room, copying into the ring
+        "publish": ws[2][:m] - ws[1][:m],   # barrier, waking sleeping readers
+        "detect": seen - stamp,             # publish stamp to the reader seeing it
+        "copy_out": copied - seen,
+        "deserialize": done - copied,       # unpickling, back in the caller
+    }
+    out = {k: {"p50_us": float(np.percentile(v, 50)) / 1e3, "p99_us": float(np.percentile(v, 99)) / 1e3}
+           for k, v in parts.items()}
+    hows = np.concatenate([r[3] for r in rs])
+    out["how"] = {HOW[h] if h < len(HOW) else str(h): int((hows == h).sum()) for h in np.unique(hows)}
+    return out
+
+
 def analyze(writer: dict, readers: list[dict]) -> tuple[dict, np.ndarray]:
     """Combine the writer's and readers' raw records; return (figures, max-over-readers ns)."""
     send = [_arr(r["send_t"]) for r in readers]
@@ -64,6 +98,8 @@ def analyze(writer: dict, readers: list[dict]) -> tuple[dict, np.ndarray]:
     else:
         out["throughput_msgs_per_s"] = None
     # CPU of the busy phase: first measured message to end of sub-run.
+    if n and writer.get("stages") and all(r.get("stages") for r in readers):
+        out["stages"] = stage_figures(writer, readers, send, recv, lat, n)
     rd_cpu = [r["cpu_ns"] / r["wall_ns"] for r in readers if r["cpu_ns"] is not None and r["wall_ns"]]
     out["reader_cpu_busy_frac"] = rd_cpu
     out["reader_cpu_busy_frac_mean"] = float(np.mean(rd_cpu)) if rd_cpu else None

@@ -11,7 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* 0 when woken (or the word already changed), 1 on timeout, -errno else. */
+/*
+ * 0 when woken (or the word already changed), 1 on timeout, -EINTR when a
+ * signal arrived (the caller decides whether to go back to sleep), -errno else.
+ */
 static inline int rdmaq_futex_wait(uint32_t *word, uint32_t expected, int64_t timeout_ns)
 {
 	struct timespec ts = {
@@ -22,7 +25,7 @@ static inline int rdmaq_futex_wait(uint32_t *word, uint32_t expected, int64_t ti
 	if (syscall(SYS_futex, word, FUTEX_WAIT, expected, timeout_ns < 0 ? NULL : &ts,
 		    NULL, 0) == 0)
 		return 0;
-	if (errno == EAGAIN || errno == EINTR)
+	if (errno == EAGAIN)
 		return 0;
 	if (errno == ETIMEDOUT)
 		return 1;

@@ -4,7 +4,11 @@
  *
  * Every function that can fail returns 0 or a negative errno; the calling
  * thread's rdmaq_errmsg() then says what failed.  Timeouts are in
- * nanoseconds, negative meaning "wait forever".
+ * nanoseconds, negative meaning "wait forever".  A blocking call returns
+ * -EINTR when a signal handler ran (and, with wait_config.main_returns, on
+ * the process's main thread at least every 100 ms, so an interpreter can
+ * run its own signal handlers); calling again (for put,
+ * rdmaq_writer_resume) continues where it stopped.
  *
  * This header is fed to cffi's cdef after its preprocessor lines are
  * dropped, so keep it to plain declarations.
@@ -29,10 +33,38 @@ struct rdmaq_config {
 struct rdmaq_stats {
 	uint64_t messages;
 	uint64_t bytes;
-	uint64_t spins;		/* waits that ended while spinning */
-	uint64_t sleeps;	/* waits that blocked in the kernel */
-	uint64_t wakeups;	/* wake-ups this endpoint sent to peers */
-	uint64_t credits;	/* credit updates sent (reader) or seen stalled on (writer) */
+	uint64_t spins;		/* waits that ended while spinning (windows included) */
+	uint64_t windows;	/* waits that ended in a window predicted from the writer's cadence */
+	uint64_t misses;	/* predicted windows that ended without the message */
+	uint64_t preempted;	/* spins cut short because the thread lost its CPU */
+	uint64_t naps;		/* timed sleeps until a predicted window */
+	uint64_t sleeps;	/* blocks in the kernel until woken */
+	uint64_t woken;		/* blocks that ended with what they waited for */
+	uint64_t wakeups;	/* peers this endpoint woke */
+	uint64_t credits;	/* credit updates sent (reader) or stalls on credit (writer) */
+	uint64_t slice_ns;	/* scheduler slice asked for while blocked; 0: off or refused */
+};
+
+/*
+ * Timestamps (CLOCK_MONOTONIC ns) of the last operation, for profiling.
+ * Writer put: start = call, mid = records copied, end = published and
+ * peers woken.  Reader: start = the writer's stamp (its clock when it
+ * published), mid = the record was seen, end = copied out.
+ */
+struct rdmaq_trace {
+	int64_t start_ns;
+	int64_t mid_ns;
+	int64_t end_ns;
+	uint32_t how;		/* how the wait for the record ended: 1 ready, 2 spin, 3 window, 4 woken */
+};
+
+/* How an endpoint waits; rdmaq_*_set_wait() validates it. */
+struct rdmaq_wait_config {
+	uint32_t spin_ns;	/* longest adaptive busy-wait before blocking */
+	uint32_t slice_ns;	/* scheduler slice to ask for while blocked: 0 off, else 100 µs..100 ms */
+	uint32_t anticipate;	/* readers: nap, then spin through windows predicted from the cadence */
+	uint32_t keep_slice;	/* keep the short slice after waking instead of restoring the thread's own */
+	uint32_t main_returns;	/* on the main thread, return -EINTR every 100 ms while blocked */
 };
 
 struct rdmaq_iovec {
@@ -46,20 +78,38 @@ const char *rdmaq_errmsg(void);
 /* Payload bytes one slot carries once its header and trailer are paid. */
 uint32_t rdmaq_slot_payload(uint32_t slot_bytes);
 
-/* shm transport: rings in /dev/shm, futex wake-ups. */
-int rdmaq_shm_writer_create(struct rdmaq_writer **out, const char *name,
-			    const struct rdmaq_config *cfg);
+/*
+ * shm transport: one segment in /dev/shm holding a broadcast ring that
+ * every reader reads, futex wake-ups.  The writer names the segment
+ * (unguessably) and unlinks it once every reader has attached.
+ */
+int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config *cfg);
+const char *rdmaq_shm_writer_name(const struct rdmaq_writer *w);
 int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name,
 			    uint32_t index, uint32_t spin_ns);
+/* 1 if `name` is an rdmaq segment whose writer process is gone, 0 if not, <0 error. */
+int rdmaq_shm_segment_stale(const char *name);
+
+/*
+ * Does the kernel honour a short scheduler slice for this thread?  1 yes,
+ * 0 no (rdmaq_errmsg() says why), <0 bad argument.  The thread's own
+ * attributes are restored.
+ */
+int rdmaq_sched_slice_probe(uint32_t slice_ns);
 
 /* Endpoint operations, the same for every transport. */
 int rdmaq_writer_wait_ready(struct rdmaq_writer *w, int64_t timeout_ns);
 int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov,
 		     int iovcnt, int64_t timeout_ns);
+/* After -EINTR from put or resume: continue the same message (same buffers). */
+int rdmaq_writer_resume(struct rdmaq_writer *w, const struct rdmaq_iovec *iov,
+			int iovcnt, int64_t timeout_ns);
 int rdmaq_writer_close(struct rdmaq_writer *w);
 void rdmaq_writer_cancel(struct rdmaq_writer *w);
 void rdmaq_writer_destroy(struct rdmaq_writer *w);
 void rdmaq_writer_stats(const struct rdmaq_writer *w, struct rdmaq_stats *out);
+void rdmaq_writer_trace(const struct rdmaq_writer *w, struct rdmaq_trace *out);
+int rdmaq_writer_set_wait(struct rdmaq_writer *w, const struct rdmaq_wait_config *wc);
 
 int rdmaq_reader_wait_ready(struct rdmaq_reader *r, int64_t timeout_ns);
 int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len,
@@ -70,5 +120,7 @@ int rdmaq_reader_close(struct rdmaq_reader *r);
 void rdmaq_reader_cancel(struct rdmaq_reader *r);
 void rdmaq_reader_destroy(struct rdmaq_reader *r);
 void rdmaq_reader_stats(const struct rdmaq_reader *r, struct rdmaq_stats *out);
+void rdmaq_reader_trace(const struct rdmaq_reader *r, struct rdmaq_trace *out);
+int rdmaq_reader_set_wait(struct rdmaq_reader *r, const struct rdmaq_wait_config *wc);
 
 #endif

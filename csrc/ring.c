@@ -40,8 +40,25 @@ static void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_o
 		.ep = ep,
 		.spin_max_ns = spin_ns,
 		.spin_ns = spin_ns,
+		.anticipate = true,
+		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS, .restore = true },
 		.stats = stats,
 	};
+	stats->slice_ns = rdmaq_slice_effective(&wt->slice);
+}
+
+static int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc)
+{
+	if (wc->slice_ns && (wc->slice_ns < RDMAQ_SLICE_MIN_NS || wc->slice_ns > RDMAQ_SLICE_MAX_NS))
+		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %u..%u ns, got %u",
+				     RDMAQ_SLICE_MIN_NS, RDMAQ_SLICE_MAX_NS, wc->slice_ns);
+	wt->spin_max_ns = wc->spin_ns;
+	wt->spin_ns = wc->spin_ns;
+	wt->anticipate = wc->anticipate != 0;
+	wt->main_returns = wc->main_returns != 0;
+	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = !wc->keep_slice };
+	wt->stats->slice_ns = rdmaq_slice_effective(&wt->slice);
+	return 0;
 }
 
 void rdmaq_writer_init(struct rdmaq_writer *w, const struct rdmaq_writer_ops *ops,
@@ -76,6 +93,7 @@ void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *op
 	r->credit_batch = cfg->slots / 4 ? cfg->slots / 4 : 1;
 	rdmaq_waiter_init(&r->waiter, wops, r, cfg->spin_ns, &r->stats);
 	r->waiter.before_block = rdmaq_reader_before_block;
+	rdmaq_cadence_init(&r->cadence);
 }
 
 size_t rdmaq_rec_frame(uint8_t *slot, uint64_t key, const struct rdmaq_rec_hdr *hdr,
@@ -89,7 +107,7 @@ size_t rdmaq_rec_frame(uint8_t *slot, uint64_t key, const struct rdmaq_rec_hdr *
 	dst->msg_len = hdr->msg_len;
 	dst->len = hdr->len;
 	dst->flags = hdr->flags;
-	dst->reserved = 0;
+	dst->stamp_ns = hdr->stamp_ns;
 	for (i = 0; i < iovcnt && left; i++) {
 		size_t n;
 
@@ -131,6 +149,10 @@ static int rdmaq_writer_has_room(void *arg)
 
 		if (c == RDMAQ_CREDIT_CLOSED)
 			continue;
+		/* Credit is peer-written memory: never trust it past what was sent. */
+		if (c > w->next_seq)
+			return rdmaq_set_err(-EPROTO, "reader %u reports credit %llu, only %llu records were sent",
+					     i, (unsigned long long)c, (unsigned long long)w->next_seq - 1);
 		open++;
 		if (room->last_seq - c >= w->cfg.slots)
 			return 0;
@@ -179,6 +201,15 @@ static int rdmaq_writer_reserve(struct rdmaq_writer *w, uint64_t want, int64_t d
 	ret = w->ops->flush(w, true);
 	if (ret)
 		return ret;
+	/* A reader holding its credit lazily must not stall us: fetch it. */
+	if (w->ops->refresh_credit) {
+		ret = w->ops->refresh_credit(w);
+		if (ret)
+			return ret;
+		ret = rdmaq_writer_has_room(&room);
+		if (ret)
+			return ret < 0 ? ret : 0;
+	}
 	return rdmaq_wait(&w->waiter, rdmaq_writer_has_room, &room, deadline);
 }
 
@@ -198,13 +229,53 @@ static int rdmaq_writer_emit_abort(struct rdmaq_writer *w, int64_t deadline)
 	return 0;
 }
 
-int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
-		     int64_t timeout_ns)
+/* Emit the message described by w->put from where it stopped. */
+static int rdmaq_writer_emit_message(struct rdmaq_writer *w, const struct rdmaq_iovec *iov,
+				     int iovcnt, int64_t deadline)
+{
+	struct rdmaq_put_state *p = &w->put;
+	int ret;
+
+	/* A message that fits the ring is reserved whole, so a timeout never
+	 * leaves half of it behind; a longer one streams through. */
+	if (p->k == 0 && p->nrec <= w->cfg.slots) {
+		ret = rdmaq_writer_reserve(w, p->nrec, deadline);
+		if (ret)
+			return ret;
+	}
+	if (p->k == 0)
+		p->stamp_ns = rdmaq_now_ns();
+	for (; p->k < p->nrec; p->k++) {
+		struct rdmaq_rec_hdr hdr = {
+			.seq = w->next_seq,
+			.msg_len = p->total,
+			.len = (uint32_t)(p->total - p->off < w->payload ? p->total - p->off : w->payload),
+			.flags = (p->k == 0 ? RDMAQ_REC_FIRST : 0) | (p->k == p->nrec - 1 ? RDMAQ_REC_LAST : 0),
+			.stamp_ns = p->stamp_ns,
+		};
+
+		if (p->nrec > w->cfg.slots) {
+			ret = rdmaq_writer_reserve(w, 1, deadline);
+			if (ret)
+				return ret;
+		}
+		ret = w->ops->emit(w, hdr.seq, &hdr, iov, iovcnt, p->off);
+		if (ret)
+			return ret;
+		p->off += hdr.len;
+		w->next_seq++;
+	}
+	return 0;
+}
+
+static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
+			     int64_t timeout_ns, bool resume)
 {
 	int64_t deadline = rdmaq_deadline(timeout_ns);
-	uint64_t total = 0, nrec, k, off = 0;
+	uint64_t total = 0;
 	int i, ret;
 
+	w->trace = (struct rdmaq_trace){ .start_ns = rdmaq_now_ns() };
 	if (w->closed)
 		return rdmaq_set_err(-EBADF, "writer is closed");
 	if (!w->ready)
@@ -213,50 +284,60 @@ int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int 
 		return rdmaq_set_err(-EINVAL, "negative iovcnt");
 	for (i = 0; i < iovcnt; i++)
 		total += iov[i].len;
-	if (total > w->cfg.max_message)
-		return rdmaq_set_err(-EMSGSIZE, "message of %llu bytes exceeds max_message_bytes=%llu",
-				     (unsigned long long)total, (unsigned long long)w->cfg.max_message);
-	if (w->abort_pending) {
-		ret = rdmaq_writer_emit_abort(w, deadline);
-		if (ret)
-			return ret;
+	if (resume && (!w->put.active || w->put.total != total))
+		return rdmaq_set_err(-EINVAL, "nothing to resume: no interrupted put of %llu bytes",
+				     (unsigned long long)total);
+	if (!resume && w->put.active) {
+		/* The interrupted message is given up; readers drop what they have of it. */
+		w->put.active = false;
+		if (w->put.k)
+			w->abort_pending = true;
 	}
-	nrec = total ? (total + w->payload - 1) / w->payload : 1;
-	/* A message that fits the ring is reserved whole, so a timeout never
-	 * leaves half of it behind; a longer one streams through. */
-	if (nrec <= w->cfg.slots) {
-		ret = rdmaq_writer_reserve(w, nrec, deadline);
-		if (ret)
-			return ret;
-	}
-	for (k = 0; k < nrec; k++) {
-		struct rdmaq_rec_hdr hdr = {
-			.seq = w->next_seq,
-			.msg_len = total,
-			.len = (uint32_t)(total - off < w->payload ? total - off : w->payload),
-			.flags = (k == 0 ? RDMAQ_REC_FIRST : 0) | (k == nrec - 1 ? RDMAQ_REC_LAST : 0),
-		};
-
-		if (nrec > w->cfg.slots) {
-			ret = rdmaq_writer_reserve(w, 1, deadline);
-			if (ret) {
-				if (k)
-					w->abort_pending = true;
+	if (!resume) {
+		if (total > w->cfg.max_message)
+			return rdmaq_set_err(-EMSGSIZE, "message of %llu bytes exceeds max_message_bytes=%llu",
+					     (unsigned long long)total, (unsigned long long)w->cfg.max_message);
+		if (w->abort_pending) {
+			ret = rdmaq_writer_emit_abort(w, deadline);
+			if (ret)
 				return ret;
-			}
 		}
-		ret = w->ops->emit(w, hdr.seq, &hdr, iov, iovcnt, off);
-		if (ret)
-			return ret;
-		off += hdr.len;
-		w->next_seq++;
+		w->put = (struct rdmaq_put_state){
+			.active = true,
+			.total = total,
+			.nrec = total ? (total + w->payload - 1) / w->payload : 1,
+		};
 	}
+	ret = rdmaq_writer_emit_message(w, iov, iovcnt, deadline);
+	if (ret) {
+		if (ret == -EINTR)
+			return ret;	/* resumable */
+		w->put.active = false;
+		if (w->put.k)
+			w->abort_pending = true;
+		return ret;
+	}
+	w->put.active = false;
+	w->trace.mid_ns = rdmaq_now_ns();
 	ret = w->ops->flush(w, true);
 	if (ret)
 		return ret;
+	w->trace.end_ns = rdmaq_now_ns();
 	w->stats.messages++;
 	w->stats.bytes += total;
 	return 0;
+}
+
+int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
+		     int64_t timeout_ns)
+{
+	return rdmaq_writer_send(w, iov, iovcnt, timeout_ns, false);
+}
+
+int rdmaq_writer_resume(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
+			int64_t timeout_ns)
+{
+	return rdmaq_writer_send(w, iov, iovcnt, timeout_ns, true);
 }
 
 int rdmaq_writer_close(struct rdmaq_writer *w)
@@ -283,6 +364,16 @@ void rdmaq_writer_destroy(struct rdmaq_writer *w)
 void rdmaq_writer_stats(const struct rdmaq_writer *w, struct rdmaq_stats *out)
 {
 	*out = w->stats;
+}
+
+void rdmaq_writer_trace(const struct rdmaq_writer *w, struct rdmaq_trace *out)
+{
+	*out = w->trace;
+}
+
+int rdmaq_writer_set_wait(struct rdmaq_writer *w, const struct rdmaq_wait_config *wc)
+{
+	return rdmaq_waiter_configure(&w->waiter, wc);
 }
 
 /* ---- reader ------------------------------------------------------------- */
@@ -361,16 +452,20 @@ int rdmaq_reader_wait_ready(struct rdmaq_reader *r, int64_t timeout_ns)
 static int rdmaq_reader_consume(struct rdmaq_reader *r)
 {
 	r->next_seq++;
+	if (r->cursor)
+		smp_store_release(r->cursor, r->next_seq);
 	if (r->next_seq - r->credited >= r->credit_batch)
 		return rdmaq_reader_publish(r);
 	return 0;
 }
 
-static int rdmaq_reader_wait_record(struct rdmaq_reader *r, int64_t deadline)
+/* Wait for record next_seq; `first` when it starts a message, so the cadence applies. */
+static int rdmaq_reader_wait_record(struct rdmaq_reader *r, int64_t deadline, bool first)
 {
 	if (r->closed)
 		return rdmaq_set_err(-EBADF, "reader is closed");
-	return rdmaq_wait(&r->waiter, rdmaq_reader_has_record, r, deadline);
+	return rdmaq_wait_next(&r->waiter, first ? &r->cadence : NULL, rdmaq_reader_has_record, r,
+			       deadline);
 }
 
 int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len, int64_t timeout_ns)
@@ -380,7 +475,7 @@ int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len, int64_t timeout
 	int ret;
 
 	while (!r->in_message) {
-		ret = rdmaq_reader_wait_record(r, deadline);
+		ret = rdmaq_reader_wait_record(r, deadline, true);
 		if (ret)
 			return ret;
 		hdr = (struct rdmaq_rec_hdr *)rdmaq_ring_slot(r->ring, &r->cfg, r->next_seq);
@@ -401,6 +496,12 @@ int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len, int64_t timeout
 		r->in_message = true;
 		r->msg_len = hdr->msg_len;
 		r->msg_off = 0;
+		r->trace = (struct rdmaq_trace){
+			.start_ns = hdr->stamp_ns,
+			.mid_ns = r->waiter.met_ns,
+			.how = r->waiter.how,
+		};
+		rdmaq_cadence_observe(&r->cadence, hdr->stamp_ns, r->waiter.met_ns);
 	}
 	*msg_len = r->msg_len;
 	return 0;
@@ -421,7 +522,7 @@ int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len, int64_t t
 		struct rdmaq_rec_hdr *hdr;
 		uint32_t flags;
 
-		ret = rdmaq_reader_wait_record(r, deadline);
+		ret = rdmaq_reader_wait_record(r, deadline, false);
 		if (ret) {
 			if (ret == -EPIPE || ret == -EOWNERDEAD)
 				r->in_message = false;	/* never completes */
@@ -453,6 +554,7 @@ int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len, int64_t t
 		return rdmaq_set_err(-EBADMSG, "message ended after %llu of %llu bytes",
 				     (unsigned long long)r->msg_off, (unsigned long long)r->msg_len);
 	r->in_message = false;
+	r->trace.end_ns = rdmaq_now_ns();
 	r->stats.messages++;
 	r->stats.bytes += r->msg_len;
 	return 0;
@@ -482,4 +584,14 @@ void rdmaq_reader_destroy(struct rdmaq_reader *r)
 void rdmaq_reader_stats(const struct rdmaq_reader *r, struct rdmaq_stats *out)
 {
 	*out = r->stats;
+}
+
+void rdmaq_reader_trace(const struct rdmaq_reader *r, struct rdmaq_trace *out)
+{
+	*out = r->trace;
+}
+
+int rdmaq_reader_set_wait(struct rdmaq_reader *r, const struct rdmaq_wait_config *wc)
+{
+	return rdmaq_waiter_configure(&r->waiter, wc);
 }

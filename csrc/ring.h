@@ -1,29 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The ring protocol, shared by every transport.
+ * The ring engine, shared by every transport: framing, flow control,
+ * message assembly, waiting (the memory format is in format.h).
  *
- * Layout (FaRM-style): each reader owns one ring of `slots` fixed-size
- * slots.  The writer appends every message to every reader's ring; a
- * message longer than one slot spans consecutive slots, one record per
- * slot.  Slot sequence numbers start at 1 and never repeat, so a slot whose
- * header and trailer both carry the expected sequence number holds a whole
- * record:
- *
- *   +--------------------------+----------------+-------------------+
- *   | rdmaq_rec_hdr (seq, ...) | payload (len)  | trailer: seq^key  |
- *   +--------------------------+----------------+-------------------+
- *
- * The trailer lands last (it is stored last on shm and is the last byte of
- * the RDMA WRITE on verbs).  XOR with a per-queue random key means stale
- * payload bytes of an earlier lap can never pass for a trailer.
- *
- * Credit flows back lazily: each reader publishes "next sequence I expect"
- * into its slot of the writer's credit array, at most every slots/4 records
- * and always before it blocks.  The writer may emit sequence s only while
- * s - min(credit) < slots.
- *
- * Transports supply where records go and how peers are woken; everything
- * else (framing, flow control, adaptive waiting, stats) lives here.
+ * Transports supply where records go and how peers are woken (the ops
+ * tables below); everything else lives here.
  */
 #ifndef RDMAQ_RING_H
 #define RDMAQ_RING_H
@@ -34,59 +15,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cadence.h"
+#include "format.h"
 #include "rdmaq.h"
+#include "slice.h"
 
-#define RDMAQ_MAGIC		0x7164726dU	/* "mrdq" */
-#define RDMAQ_VERSION		1U
-#define RDMAQ_CACHELINE		64U
-#define RDMAQ_REC_FIRST		0x1U
-#define RDMAQ_REC_LAST		0x2U
-#define RDMAQ_REC_ABORT		0x4U	/* discard the message in progress */
-#define RDMAQ_CREDIT_CLOSED	UINT64_MAX	/* reader left for good */
-#define RDMAQ_MIN_SLOT_BYTES	128U
-#define RDMAQ_MAX_READERS	256U
-#define RDMAQ_DEFAULT_SPIN_NS	50000U
 #define RDMAQ_PEER_CHECK_NS	100000000LL	/* liveness check period when blocked */
-
-struct rdmaq_rec_hdr {
-	uint64_t seq;		/* stored last: valid iff == expected */
-	uint64_t msg_len;	/* whole message, repeated in every record */
-	uint32_t len;		/* payload bytes in this record */
-	uint32_t flags;		/* RDMAQ_REC_FIRST / RDMAQ_REC_LAST */
-	uint64_t reserved;
-};
-
-#define RDMAQ_REC_OVERHEAD	(sizeof(struct rdmaq_rec_hdr) + sizeof(uint64_t))
-
-/*
- * Head of every reader ring, in reader memory.  Writer-owned and
- * reader-owned words sit on separate cache lines.
- */
-struct rdmaq_ring_ctrl {
-	/* written by the writer */
-	uint32_t magic;
-	uint32_t ready;		/* writer connected: traffic may flow */
-	uint64_t closed_seq;	/* 0 while open, else the first seq never sent */
-	uint32_t doorbell;	/* shm: futex word the reader sleeps on */
-	uint8_t pad0[RDMAQ_CACHELINE - 20];
-	/* written by the reader */
-	uint32_t sleeping;	/* shm: reader is (about to be) blocked */
-	uint8_t pad1[RDMAQ_CACHELINE - 4];
-	uint8_t pad2[2 * RDMAQ_CACHELINE];
-};
-
-#define RDMAQ_RING_DATA_OFF	sizeof(struct rdmaq_ring_ctrl)
-
-/* One reader's entry in the writer's credit array, in writer memory. */
-struct rdmaq_credit {
-	uint64_t next_seq;	/* reader consumed everything below this */
-	uint8_t pad[RDMAQ_CACHELINE - 8];
-};
-
-static inline size_t rdmaq_ring_bytes(uint32_t slot_bytes, uint32_t slots)
-{
-	return RDMAQ_RING_DATA_OFF + (size_t)slot_bytes * slots;
-}
+#define RDMAQ_DEFAULT_SLICE_NS	100000U		/* see slice.h */
 
 /* ---- waiting ---------------------------------------------------------- */
 
@@ -103,6 +38,15 @@ struct rdmaq_wait_ops {
 	int (*check_peer)(void *ep);
 };
 
+/* How the last wait ended (rdmaq_trace.how). */
+enum rdmaq_wait_how {
+	RDMAQ_HOW_NONE = 0,
+	RDMAQ_HOW_READY,	/* the condition already held */
+	RDMAQ_HOW_SPIN,		/* met during the adaptive spin */
+	RDMAQ_HOW_WINDOW,	/* met in a window predicted from the cadence */
+	RDMAQ_HOW_WOKEN,	/* met after blocking in the kernel */
+};
+
 struct rdmaq_waiter {
 	const struct rdmaq_wait_ops *ops;
 	void *ep;
@@ -111,6 +55,11 @@ struct rdmaq_waiter {
 	uint32_t spin_max_ns;
 	uint32_t spin_ns;	/* adaptive budget, in [spin_min, spin_max] */
 	int cancelled;		/* set by another thread: fail with -ECANCELED */
+	bool anticipate;	/* readers: use the cadence (rdmaq_wait_next) */
+	bool main_returns;	/* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
+	struct rdmaq_slice slice;
+	int64_t met_ns;		/* when the last wait's condition was seen to hold */
+	enum rdmaq_wait_how how;
 	struct rdmaq_stats *stats;
 };
 
@@ -120,8 +69,12 @@ struct rdmaq_waiter {
  */
 typedef int (*rdmaq_cond_fn)(void *arg);
 
+/* 0 when cond holds, else a negative errno (-ETIMEDOUT, -EINTR, ...). */
 int rdmaq_wait(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
 	       int64_t deadline_ns);
+/* The same, first trying a window predicted by `cad` (may be NULL). */
+int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad, rdmaq_cond_fn cond,
+		    void *arg, int64_t deadline_ns);
 int64_t rdmaq_now_ns(void);
 int64_t rdmaq_deadline(int64_t timeout_ns);
 
@@ -145,9 +98,22 @@ struct rdmaq_writer_ops {
 	/* Store closed_seq in every reader ring it can reach and wake them (also
 	 * before ready: readers not connected yet must learn it some other way). */
 	int (*mark_closed)(struct rdmaq_writer *w, uint64_t closed_seq);
+	/* Optional: short of credit, fetch the readers' cursors without their
+	 * help (verbs: RDMA READ of rdmaq_ring_ctrl.consumed). */
+	int (*refresh_credit)(struct rdmaq_writer *w);
 	/* Wake a thread blocked in wait_ops.block (after cancel). */
 	void (*interrupt)(struct rdmaq_writer *w);
 	void (*destroy)(struct rdmaq_writer *w);
+};
+
+/* A put interrupted by a signal, resumed by rdmaq_writer_resume(). */
+struct rdmaq_put_state {
+	bool active;
+	uint64_t total;		/* message bytes */
+	uint64_t nrec;		/* records it takes */
+	uint64_t k;		/* records emitted so far */
+	uint64_t off;		/* message bytes emitted so far */
+	int64_t stamp_ns;
 };
 
 struct rdmaq_writer {
@@ -161,6 +127,8 @@ struct rdmaq_writer {
 	bool ready;
 	bool closed;
 	bool abort_pending;		/* a streamed message was cut short */
+	struct rdmaq_put_state put;
+	struct rdmaq_trace trace;
 	struct rdmaq_stats stats;
 };
 
@@ -179,15 +147,18 @@ struct rdmaq_reader {
 	struct rdmaq_config cfg;
 	uint32_t index;
 	uint64_t key;
-	uint8_t *ring;			/* reader memory: ctrl + slots */
+	uint8_t *ring;			/* ctrl + slots */
+	uint64_t *cursor;		/* if set, next_seq is stored here at every record */
 	uint32_t payload;
 	uint64_t next_seq;		/* next record to consume */
 	uint64_t credited;		/* last next_seq published */
-	uint32_t credit_batch;
+	uint32_t credit_batch;		/* publish every this many records (and before blocking) */
 	uint64_t msg_len;		/* message in progress (peeked) */
 	uint64_t msg_off;		/* bytes of it already copied */
 	bool in_message;
 	bool closed;
+	struct rdmaq_cadence cadence;
+	struct rdmaq_trace trace;
 	struct rdmaq_stats stats;
 };
 
@@ -210,11 +181,6 @@ void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *op
  */
 size_t rdmaq_rec_frame(uint8_t *slot, uint64_t key, const struct rdmaq_rec_hdr *hdr,
 		       const struct rdmaq_iovec *iov, int iovcnt, size_t iov_off);
-
-static inline size_t rdmaq_rec_trailer_off(uint32_t len)
-{
-	return sizeof(struct rdmaq_rec_hdr) + (((size_t)len + 7) & ~(size_t)7);
-}
 
 static inline uint8_t *rdmaq_ring_slot(uint8_t *ring, const struct rdmaq_config *cfg,
 				       uint64_t seq)

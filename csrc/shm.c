@@ -2,20 +2,31 @@
 /*
  * shm transport: the ring protocol over POSIX shared memory.
  *
- * The writer creates "<name>.w" holding its control block, one attach
- * record per reader and the credit array.  Each reader creates its own
- * ring "<name>.r<i>" (reader-owned memory, as on verbs) and claims its
- * attach record; once all have attached the writer maps every ring and
- * unlinks the names, so nothing is left in /dev/shm once traffic flows.
+ * The writer creates one segment, under an unguessable name, holding its
+ * control block, one attach record and one credit entry per reader, and a
+ * single broadcast ring that every reader reads: the writer copies each
+ * message once, whatever the number of readers (per-reader rings are for
+ * RDMA, where each reader's memory is on its own host).  Each reader
+ * keeps its own cursor and returns credit at every record.  The space is
+ * reserved up front (posix_fallocate), so a full /dev/shm is an error at
+ * creation, not a SIGBUS later.  Once every reader has attached the
+ * writer unlinks the name: nothing is left in /dev/shm once traffic flows.
  *
- * Wake-ups are futexes on words inside the shared mappings.  A sleeper
- * sets its `sleeping` flag, issues a full barrier and re-checks; the waker
- * publishes, issues a full barrier and only then looks at the flag, so a
- * spinning peer costs no syscall and a sleeping one is never missed.
- * Peer death is noticed through pidfds, polled between sleeps.
+ * Readers trust nothing the segment says beyond what they check: the
+ * geometry is validated against the file's size on attach and kept in
+ * private memory, as the writer keeps its own configuration.
+ *
+ * Wake-ups are futexes on words inside the segment.  A sleeper sets its
+ * `sleeping` flag, issues a full barrier and re-checks; the waker
+ * publishes, issues a full barrier and only then looks at the flags, so a
+ * spinning peer costs no syscall and a sleeping one is never missed.  All
+ * readers sleep on one doorbell word, so one FUTEX_WAKE wakes every
+ * sleeping reader.  Peer death is noticed through pidfds, polled between
+ * sleeps.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -30,27 +42,32 @@
 #include "futex.h"
 #include "ring.h"
 
-#define RDMAQ_NAME_MAX	200
+#define RDMAQ_NAME_MAX		200
+#define RDMAQ_NAME_PREFIX	"rdmaq-"
+#define RDMAQ_CREATE_TRIES	16
 
 enum { ATTACH_FREE = 0, ATTACH_CLAIMED = 1, ATTACH_DONE = 2 };
 
-struct rdmaq_shm_wctrl {
+/* Written once by the writer, before the magic. */
+struct rdmaq_shm_hdr {
 	uint32_t magic;
 	uint32_t version;
 	uint32_t n_readers;
 	uint32_t slot_bytes;
 	uint32_t slots;
-	uint32_t spin_ns;
+	int32_t writer_pid;
 	uint64_t max_message;
 	uint64_t key;
-	int32_t writer_pid;
-	uint8_t pad0[RDMAQ_CACHELINE - 44];
-	/* the writer sleeps here, waiting for attach or credit */
-	uint32_t doorbell;
-	uint32_t sleeping;
-	/* set by close: readers the writer has not connected yet see it here */
-	uint32_t closed;
-	uint8_t pad1[RDMAQ_CACHELINE - 12];
+	uint64_t seg_bytes;
+	uint64_t writer_start;	/* the writer's start time, against pid reuse */
+	uint8_t pad[RDMAQ_CACHELINE - 56];
+};
+
+/* Where the writer sleeps, waiting for attaches or credit. */
+struct rdmaq_shm_wwait {
+	uint32_t doorbell;	/* bumped by readers */
+	uint32_t sleeping;	/* set by the writer */
+	uint8_t pad[RDMAQ_CACHELINE - 8];
 };
 
 struct rdmaq_shm_attach {
@@ -59,24 +76,52 @@ struct rdmaq_shm_attach {
 	uint8_t pad[RDMAQ_CACHELINE - 8];
 };
 
-/* Segment layout: wctrl | attach[n] | credit[n]. */
-static size_t wseg_bytes(uint32_t n)
+_Static_assert(sizeof(struct rdmaq_shm_hdr) == RDMAQ_CACHELINE, "shm header layout");
+
+/* Segment layout: hdr | wwait | attach[n] | credit[n] | ring ctrl | slots. */
+struct rdmaq_shm_layout {
+	struct rdmaq_shm_hdr *hdr;
+	struct rdmaq_shm_wwait *wwait;
+	struct rdmaq_shm_attach *attach;
+	struct rdmaq_credit *credits;
+	uint8_t *ring;
+};
+
+static uint64_t shm_seg_bytes(const struct rdmaq_config *cfg)
 {
-	return sizeof(struct rdmaq_shm_wctrl) + n * (sizeof(struct rdmaq_shm_attach) +
-						     sizeof(struct rdmaq_credit));
+	return sizeof(struct rdmaq_shm_hdr) + sizeof(struct rdmaq_shm_wwait) +
+	       (uint64_t)cfg->n_readers * (sizeof(struct rdmaq_shm_attach) + sizeof(struct rdmaq_credit)) +
+	       rdmaq_ring_bytes(cfg->slot_bytes, cfg->slots);
 }
 
-static struct rdmaq_shm_attach *wseg_attach(struct rdmaq_shm_wctrl *c)
+/* Offsets come from the caller's own copy of n_readers, never from the segment. */
+static struct rdmaq_shm_layout shm_layout(void *base, uint32_t n_readers)
 {
-	return (struct rdmaq_shm_attach *)(c + 1);
+	struct rdmaq_shm_layout l = { .hdr = base };
+
+	l.wwait = (struct rdmaq_shm_wwait *)(l.hdr + 1);
+	l.attach = (struct rdmaq_shm_attach *)(l.wwait + 1);
+	l.credits = (struct rdmaq_credit *)(l.attach + n_readers);
+	l.ring = (uint8_t *)(l.credits + n_readers);
+	return l;
 }
 
-static struct rdmaq_credit *wseg_credits(struct rdmaq_shm_wctrl *c)
+static void shm_ring_doorbell(uint32_t *doorbell, int n)
 {
-	return (struct rdmaq_credit *)(wseg_attach(c) + c->n_readers);
+	__atomic_add_fetch(doorbell, 1, __ATOMIC_SEQ_CST);
+	rdmaq_futex_wake(doorbell, n);
 }
 
-/* ---- peers -------------------------------------------------------------- */
+static int shm_block(uint32_t *doorbell, uint32_t expected, int64_t timeout_ns)
+{
+	int ret = rdmaq_futex_wait(doorbell, expected, timeout_ns);
+
+	if (ret == -EINTR)
+		return rdmaq_set_err(ret, "interrupted by a signal");
+	return ret < 0 ? rdmaq_set_err(ret, "futex wait: %s", strerror(-ret)) : 0;
+}
+
+/* ---- processes ------------------------------------------------------------ */
 
 struct rdmaq_shm_peer {
 	pid_t pid;
@@ -86,6 +131,8 @@ struct rdmaq_shm_peer {
 static int peer_open(struct rdmaq_shm_peer *p, pid_t pid)
 {
 	p->pid = pid;
+	if (pid <= 0)
+		return -ESRCH;
 	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (p->pidfd < 0 && errno == ESRCH)
 		return -ESRCH;
@@ -110,37 +157,118 @@ static void peer_close(struct rdmaq_shm_peer *p)
 	p->pidfd = -1;
 }
 
-/* ---- mapping helpers ---------------------------------------------------- */
-
-static int shm_map(const char *name, int oflag, size_t bytes, void **out)
+/* Start time of a process in clock ticks after boot (/proc/PID/stat field 22); 0 if unknown. */
+static uint64_t proc_start_time(pid_t pid)
 {
-	struct stat st;
-	void *p;
-	int fd, ret;
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd, field;
 
-	fd = shm_open(name, oflag, 0600);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;
-	if (oflag & O_CREAT) {
-		if (ftruncate(fd, (off_t)bytes) < 0) {
-			ret = -errno;
-			goto clean_fd;
-		}
-	} else {
-		if (fstat(fd, &st) < 0) {
-			ret = -errno;
-			goto clean_fd;
-		}
-		if (bytes == 0)
-			bytes = (size_t)st.st_size;
-		if ((size_t)st.st_size < bytes) {
-			ret = -EBADMSG;
-			goto clean_fd;
-		}
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* The command name may hold spaces and parentheses: count from the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	for (field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+static int shm_check_name(const char *name)
+{
+	size_t n = strnlen(name, RDMAQ_NAME_MAX + 1);
+
+	if (n == 0 || n > RDMAQ_NAME_MAX)
+		return rdmaq_set_err(-EINVAL, "queue name must have 1..%d characters", RDMAQ_NAME_MAX);
+	if (strchr(name, '/'))
+		return rdmaq_set_err(-EINVAL, "queue name must not contain '/': %s", name);
+	return 0;
+}
+
+static int shm_path(char *buf, size_t len, const char *name)
+{
+	int n = snprintf(buf, len, "/%s", name);
+
+	if (n < 0 || (size_t)n >= len)
+		return rdmaq_set_err(-ENAMETOOLONG, "queue name too long: %s", name);
+	return 0;
+}
+
+static void fmt_bytes(char *buf, size_t len, uint64_t n)
+{
+	if (n >= (1ULL << 30))
+		snprintf(buf, len, "%.1f GiB", (double)n / (1ULL << 30));
+	else
+		snprintf(buf, len, "%.1f MiB", (double)n / (1ULL << 20));
+}
+
+/* Reserve the segment's memory now: tmpfs allocates lazily, and a write
+ * into a page it cannot allocate is a SIGBUS. */
+static int shm_reserve(int fd, uint64_t bytes)
+{
+	struct statvfs vfs;
+	char need[32], have[32];
+	int err;
+
+	err = posix_fallocate(fd, 0, (off_t)bytes);
+	if (err == EOPNOTSUPP || err == ENOSYS) {
+		if (ftruncate(fd, (off_t)bytes) < 0)
+			return rdmaq_set_err(-errno, "cannot size shared memory: %s", strerror(errno));
+		return 0;
 	}
+	if (err == ENOSPC) {
+		fmt_bytes(need, sizeof(need), bytes);
+		if (fstatvfs(fd, &vfs) == 0)
+			fmt_bytes(have, sizeof(have), (uint64_t)vfs.f_bavail * vfs.f_frsize);
+		else
+			snprintf(have, sizeof(have), "less");
+		return rdmaq_set_err(-ENOSPC,
+				     "/dev/shm is too small: this queue needs %s, %s is free; give the "
+				     "container more shared memory (docker run --shm-size=1g, or --ipc=host) "
+				     "or use fewer/smaller slots", need, have);
+	}
+	if (err)
+		return rdmaq_set_err(-err, "cannot reserve %" PRIu64 " bytes of shared memory: %s",
+				     bytes, strerror(err));
+	return 0;
+}
+
+/* Create a fresh segment under an unguessable name; a squatter costs a retry. */
+static int shm_create(char *name, size_t name_len, uint64_t bytes, void **out)
+{
+	char path[RDMAQ_NAME_MAX + 2];
+	void *p;
+	int fd = -1, ret, i;
+
+	for (i = 0; i < RDMAQ_CREATE_TRIES; i++) {
+		snprintf(name, name_len, RDMAQ_NAME_PREFIX "%d-%016" PRIx64, (int)getpid(),
+			 rdmaq_random_u64());
+		shm_path(path, sizeof(path), name);
+		fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0)
+		return rdmaq_set_err(-errno, "cannot create shared memory %s: %s", path, strerror(errno));
+	ret = shm_reserve(fd, bytes);
+	if (ret)
+		goto clean_fd;
 	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
-		ret = -errno;
+		ret = rdmaq_set_err(-errno, "cannot map shared memory %s: %s", path, strerror(errno));
 		goto clean_fd;
 	}
 	close(fd);
@@ -149,66 +277,54 @@ static int shm_map(const char *name, int oflag, size_t bytes, void **out)
 
 clean_fd:
 	close(fd);
+	shm_unlink(path);
 	return ret;
 }
 
-static int shm_name(char *buf, size_t len, const char *base, const char *suffix, int index)
-{
-	int n = index < 0 ? snprintf(buf, len, "/%s.%s", base, suffix)
-			  : snprintf(buf, len, "/%s.%s%d", base, suffix, index);
-
-	if (n < 0 || (size_t)n >= len)
-		return rdmaq_set_err(-ENAMETOOLONG, "queue name too long: %s", base);
-	return 0;
-}
-
-static int shm_check_name(const char *name)
-{
-	size_t i, n = strlen(name);
-
-	if (n == 0 || n > RDMAQ_NAME_MAX)
-		return rdmaq_set_err(-EINVAL, "queue name must have 1..%d characters", RDMAQ_NAME_MAX);
-	for (i = 0; i < n; i++)
-		if (name[i] == '/')
-			return rdmaq_set_err(-EINVAL, "queue name must not contain '/': %s", name);
-	return 0;
-}
-
-static void ring_ring_doorbell(struct rdmaq_ring_ctrl *ctrl, int n)
-{
-	__atomic_add_fetch(&ctrl->doorbell, 1, __ATOMIC_SEQ_CST);
-	rdmaq_futex_wake(&ctrl->doorbell, n);
-}
-
-/* ---- writer ------------------------------------------------------------- */
-
-struct rdmaq_shm_ring {
-	uint8_t *base;
-	struct rdmaq_shm_peer peer;
-};
+/* ---- writer --------------------------------------------------------------- */
 
 struct rdmaq_shm_writer {
 	struct rdmaq_writer w;		/* first: the core casts back */
 	char name[RDMAQ_NAME_MAX + 1];
-	struct rdmaq_shm_wctrl *ctrl;
-	size_t ctrl_bytes;
-	size_t ring_bytes;
+	void *base;
+	uint64_t seg_bytes;
+	struct rdmaq_shm_layout l;
 	bool unlinked;
 	bool dirty;			/* records emitted since the last flush */
 	uint32_t wait_val;
-	struct rdmaq_shm_ring rings[];
+	struct rdmaq_shm_peer peers[];
 };
 
 #define to_shm_writer(wp) ((struct rdmaq_shm_writer *)(wp))
 
+static struct rdmaq_ring_ctrl *shm_writer_ring(struct rdmaq_shm_writer *w)
+{
+	return (struct rdmaq_ring_ctrl *)w->l.ring;
+}
+
+static bool shm_reader_closed(struct rdmaq_shm_writer *w, uint32_t i)
+{
+	return READ_ONCE(w->l.credits[i].next_seq) == RDMAQ_CREDIT_CLOSED;
+}
+
+static void shm_writer_unlink(struct rdmaq_shm_writer *w)
+{
+	char path[RDMAQ_NAME_MAX + 2];
+
+	if (w->unlinked)
+		return;
+	w->unlinked = true;
+	if (!shm_path(path, sizeof(path), w->name))
+		shm_unlink(path);
+}
+
 static int shm_writer_poll_ready(struct rdmaq_writer *wp)
 {
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
-	struct rdmaq_shm_attach *att = wseg_attach(w->ctrl);
 	uint32_t i;
 
-	for (i = 0; i < w->ctrl->n_readers; i++)
-		if (smp_load_acquire(&att[i].state) != ATTACH_DONE)
+	for (i = 0; i < wp->cfg.n_readers; i++)
+		if (smp_load_acquire(&w->l.attach[i].state) != ATTACH_DONE)
 			return 0;
 	return 1;
 }
@@ -216,14 +332,13 @@ static int shm_writer_poll_ready(struct rdmaq_writer *wp)
 static int shm_writer_ready_timeout(struct rdmaq_writer *wp)
 {
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
-	struct rdmaq_shm_attach *att = wseg_attach(w->ctrl);
 	char missing[128] = "";
 	size_t len = 0;
 	uint32_t i, have = 0;
 	bool cut = false;
 
-	for (i = 0; i < w->ctrl->n_readers; i++) {
-		if (smp_load_acquire(&att[i].state) == ATTACH_DONE)
+	for (i = 0; i < wp->cfg.n_readers; i++) {
+		if (smp_load_acquire(&w->l.attach[i].state) == ATTACH_DONE)
 			have++;
 		else if (len + 16 > sizeof(missing))
 			cut = true;
@@ -231,43 +346,28 @@ static int shm_writer_ready_timeout(struct rdmaq_writer *wp)
 			len += snprintf(missing + len, sizeof(missing) - len, "%s%u", len ? ", " : "", i);
 	}
 	return rdmaq_set_err(-ETIMEDOUT, "timed out with %u of %u readers attached (missing: [%s%s])",
-			     have, w->ctrl->n_readers, missing, cut ? ", ..." : "");
+			     have, wp->cfg.n_readers, missing, cut ? ", ..." : "");
 }
 
 static int shm_writer_connect(struct rdmaq_writer *wp)
 {
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
-	struct rdmaq_shm_attach *att = wseg_attach(w->ctrl);
-	char path[RDMAQ_NAME_MAX + 16];
+	struct rdmaq_ring_ctrl *rc = shm_writer_ring(w);
 	uint32_t i;
-	int ret;
 
-	for (i = 0; i < w->ctrl->n_readers; i++) {
-		void *p;
+	for (i = 0; i < wp->cfg.n_readers; i++) {
+		pid_t pid = READ_ONCE(w->l.attach[i].pid);
 
-		ret = shm_name(path, sizeof(path), w->name, "r", (int)i);
-		if (ret)
-			return ret;
-		ret = shm_map(path, O_RDWR, w->ring_bytes, &p);
-		if (ret)
-			return rdmaq_set_err(ret, "cannot map ring of reader %u (%s): %s", i, path,
-					     strerror(-ret));
-		w->rings[i].base = p;
-		shm_unlink(path);
-		if (peer_open(&w->rings[i].peer, att[i].pid))
+		if (shm_reader_closed(w, i) || w->peers[i].pid)
+			continue;
+		if (peer_open(&w->peers[i], pid))
 			return rdmaq_set_err(-EOWNERDEAD, "reader %u (pid %d) died before the queue was ready",
-					     i, att[i].pid);
+					     i, pid);
 	}
-	ret = shm_name(path, sizeof(path), w->name, "w", -1);
-	if (!ret)
-		shm_unlink(path);
-	w->unlinked = true;
-	for (i = 0; i < w->ctrl->n_readers; i++) {
-		struct rdmaq_ring_ctrl *rc = (struct rdmaq_ring_ctrl *)w->rings[i].base;
-
-		smp_store_release(&rc->ready, 1);
-		ring_ring_doorbell(rc, INT_MAX);
-	}
+	/* Everyone is in: nobody needs the name any more. */
+	shm_writer_unlink(w);
+	smp_store_release(&rc->ready, 1);
+	shm_ring_doorbell(&rc->doorbell, INT_MAX);
 	return 0;
 }
 
@@ -275,14 +375,8 @@ static int shm_writer_emit(struct rdmaq_writer *wp, uint64_t seq, const struct r
 			   const struct rdmaq_iovec *iov, int iovcnt, size_t iov_off)
 {
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
-	uint32_t i;
 
-	for (i = 0; i < wp->cfg.n_readers; i++) {
-		if (READ_ONCE(wp->credits[i].next_seq) == RDMAQ_CREDIT_CLOSED)
-			continue;
-		rdmaq_rec_frame(rdmaq_ring_slot(w->rings[i].base, &wp->cfg, seq), wp->key, hdr,
-				iov, iovcnt, iov_off);
-	}
+	rdmaq_rec_frame(rdmaq_ring_slot(w->l.ring, &wp->cfg, seq), wp->key, hdr, iov, iovcnt, iov_off);
 	w->dirty = true;
 	return 0;
 }
@@ -290,21 +384,21 @@ static int shm_writer_emit(struct rdmaq_writer *wp, uint64_t seq, const struct r
 static int shm_writer_flush(struct rdmaq_writer *wp, bool doorbell)
 {
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
-	uint32_t i;
+	uint32_t i, sleepers = 0;
 
 	if (!w->dirty || !doorbell)
 		return 0;
 	w->dirty = false;
 	/* Order the records before reading `sleeping` (pairs with the
-	 * reader's barrier between setting it and re-checking its ring). */
+	 * reader's barrier between setting it and re-checking the ring). */
 	smp_mb();
-	for (i = 0; i < wp->cfg.n_readers; i++) {
-		struct rdmaq_ring_ctrl *rc = (struct rdmaq_ring_ctrl *)w->rings[i].base;
-
-		if (READ_ONCE(rc->sleeping)) {
-			ring_ring_doorbell(rc, 1);
-			wp->stats.wakeups++;
-		}
+	for (i = 0; i < wp->cfg.n_readers; i++)
+		if (READ_ONCE(w->l.credits[i].sleeping) && !shm_reader_closed(w, i))
+			sleepers++;
+	if (sleepers) {
+		/* One syscall wakes them all: they sleep on one word. */
+		shm_ring_doorbell(&shm_writer_ring(w)->doorbell, INT_MAX);
+		wp->stats.wakeups += sleepers;
 	}
 	return 0;
 }
@@ -312,44 +406,29 @@ static int shm_writer_flush(struct rdmaq_writer *wp, bool doorbell)
 static int shm_writer_mark_closed(struct rdmaq_writer *wp, uint64_t closed_seq)
 {
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
-	uint32_t i;
+	struct rdmaq_ring_ctrl *rc = shm_writer_ring(w);
 
-	/* Readers whose ring we never mapped (closed before ready) look here. */
-	smp_store_release(&w->ctrl->closed, 1);
-	for (i = 0; i < wp->cfg.n_readers; i++) {
-		struct rdmaq_ring_ctrl *rc = (struct rdmaq_ring_ctrl *)w->rings[i].base;
-
-		if (!rc)
-			continue;
-		smp_store_release(&rc->closed_seq, closed_seq);
-		ring_ring_doorbell(rc, INT_MAX);
-	}
+	/* Every reader reads this ring, connected or not. */
+	smp_store_release(&rc->closed_seq, closed_seq);
+	shm_ring_doorbell(&rc->doorbell, INT_MAX);
 	return 0;
 }
 
 static void shm_writer_interrupt(struct rdmaq_writer *wp)
 {
-	struct rdmaq_shm_writer *w = to_shm_writer(wp);
-
-	__atomic_add_fetch(&w->ctrl->doorbell, 1, __ATOMIC_SEQ_CST);
-	rdmaq_futex_wake(&w->ctrl->doorbell, INT_MAX);
+	shm_ring_doorbell(&to_shm_writer(wp)->l.wwait->doorbell, INT_MAX);
 }
 
 static void shm_writer_destroy(struct rdmaq_writer *wp)
 {
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
-	char path[RDMAQ_NAME_MAX + 16];
 	uint32_t i;
 
-	for (i = 0; i < wp->cfg.n_readers; i++) {
-		if (w->rings[i].base)
-			munmap(w->rings[i].base, w->ring_bytes);
-		peer_close(&w->rings[i].peer);
-	}
-	if (!w->unlinked && !shm_name(path, sizeof(path), w->name, "w", -1))
-		shm_unlink(path);
-	if (w->ctrl)
-		munmap(w->ctrl, w->ctrl_bytes);
+	for (i = 0; i < wp->cfg.n_readers; i++)
+		peer_close(&w->peers[i]);
+	shm_writer_unlink(w);
+	if (w->base)
+		munmap(w->base, w->seg_bytes);
 	free(w);
 }
 
@@ -357,8 +436,8 @@ static int shm_writer_prepare(void *ep)
 {
 	struct rdmaq_shm_writer *w = ep;
 
-	w->wait_val = READ_ONCE(w->ctrl->doorbell);
-	WRITE_ONCE(w->ctrl->sleeping, 1);
+	w->wait_val = READ_ONCE(w->l.wwait->doorbell);
+	WRITE_ONCE(w->l.wwait->sleeping, 1);
 	smp_mb();
 	return 0;
 }
@@ -366,40 +445,41 @@ static int shm_writer_prepare(void *ep)
 static int shm_writer_block(void *ep, int64_t timeout_ns)
 {
 	struct rdmaq_shm_writer *w = ep;
-	int ret = rdmaq_futex_wait(&w->ctrl->doorbell, w->wait_val, timeout_ns);
 
-	return ret < 0 ? rdmaq_set_err(ret, "futex wait: %s", strerror(-ret)) : ret;
+	return shm_block(&w->l.wwait->doorbell, w->wait_val, timeout_ns);
 }
 
 static void shm_writer_finish(void *ep)
 {
 	struct rdmaq_shm_writer *w = ep;
 
-	WRITE_ONCE(w->ctrl->sleeping, 0);
+	WRITE_ONCE(w->l.wwait->sleeping, 0);
 }
 
 static int shm_writer_check_peer(void *ep)
 {
 	struct rdmaq_shm_writer *w = ep;
-	struct rdmaq_shm_attach *att = wseg_attach(w->ctrl);
 	uint32_t i;
 
-	for (i = 0; i < w->ctrl->n_readers; i++) {
-		struct rdmaq_shm_peer *p = &w->rings[i].peer;
+	for (i = 0; i < w->w.cfg.n_readers; i++) {
+		struct rdmaq_shm_peer *p = &w->peers[i];
 
-		if (READ_ONCE(w->w.credits[i].next_seq) == RDMAQ_CREDIT_CLOSED)
+		if (shm_reader_closed(w, i))
 			continue;
 		if (p->pid == 0) {
 			/* Not connected yet: watch readers that have attached. */
-			if (smp_load_acquire(&att[i].state) != ATTACH_DONE)
+			if (smp_load_acquire(&w->l.attach[i].state) != ATTACH_DONE)
 				continue;
-			if (peer_open(p, att[i].pid))
+			if (peer_open(p, READ_ONCE(w->l.attach[i].pid)))
 				goto dead;
 		}
 		if (peer_dead(p))
 			goto dead;
 		continue;
 dead:
+		/* A reader that closed and then exited is not dead to us. */
+		if (shm_reader_closed(w, i))
+			continue;
 		return rdmaq_set_err(-EOWNERDEAD, "reader %u (pid %d) died", i, p->pid);
 	}
 	return 0;
@@ -423,55 +503,46 @@ static const struct rdmaq_wait_ops shm_writer_wait_ops = {
 	.check_peer = shm_writer_check_peer,
 };
 
-int rdmaq_shm_writer_create(struct rdmaq_writer **out, const char *name,
-			    const struct rdmaq_config *cfg)
+int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config *cfg)
 {
 	struct rdmaq_shm_writer *w;
-	struct rdmaq_shm_wctrl *c;
-	char path[RDMAQ_NAME_MAX + 16];
-	void *p;
+	struct rdmaq_shm_hdr *h;
+	struct rdmaq_ring_ctrl *rc;
 	uint32_t i;
 	int ret;
 
-	ret = shm_check_name(name);
-	if (ret)
-		return ret;
 	ret = rdmaq_config_check(cfg);
 	if (ret)
 		return ret;
-	w = calloc(1, sizeof(*w) + cfg->n_readers * sizeof(w->rings[0]));
+	w = calloc(1, sizeof(*w) + cfg->n_readers * sizeof(w->peers[0]));
 	if (!w)
 		return rdmaq_set_err(-ENOMEM, "out of memory");
 	for (i = 0; i < cfg->n_readers; i++)
-		w->rings[i].peer.pidfd = -1;
-	snprintf(w->name, sizeof(w->name), "%s", name);
-	w->ctrl_bytes = wseg_bytes(cfg->n_readers);
-	w->ring_bytes = rdmaq_ring_bytes(cfg->slot_bytes, cfg->slots);
-	ret = shm_name(path, sizeof(path), name, "w", -1);
+		w->peers[i].pidfd = -1;
+	w->seg_bytes = shm_seg_bytes(cfg);
+	ret = shm_create(w->name, sizeof(w->name), w->seg_bytes, &w->base);
 	if (ret)
 		goto clean_w;
-	ret = shm_map(path, O_RDWR | O_CREAT | O_EXCL, w->ctrl_bytes, &p);
-	if (ret) {
-		rdmaq_set_err(ret, "cannot create shared memory %s: %s", path, strerror(-ret));
-		goto clean_w;
-	}
-	c = w->ctrl = p;
-	*c = (struct rdmaq_shm_wctrl){
+	w->l = shm_layout(w->base, cfg->n_readers);
+	h = w->l.hdr;
+	*h = (struct rdmaq_shm_hdr){
 		.version = RDMAQ_VERSION,
 		.n_readers = cfg->n_readers,
 		.slot_bytes = cfg->slot_bytes,
 		.slots = cfg->slots,
-		.spin_ns = cfg->spin_ns,
+		.writer_pid = getpid(),
 		.max_message = cfg->max_message,
 		.key = rdmaq_random_u64(),
-		.writer_pid = getpid(),
+		.seg_bytes = w->seg_bytes,
+		.writer_start = proc_start_time(getpid()),
 	};
 	for (i = 0; i < cfg->n_readers; i++)
-		wseg_credits(c)[i].next_seq = 1;
-	rdmaq_writer_init(&w->w, &shm_writer_ops, &shm_writer_wait_ops, cfg, c->key,
-			  wseg_credits(c));
+		w->l.credits[i].next_seq = 1;
+	rc = shm_writer_ring(w);
+	rc->magic = RDMAQ_MAGIC;
+	rdmaq_writer_init(&w->w, &shm_writer_ops, &shm_writer_wait_ops, cfg, h->key, w->l.credits);
 	/* Readers trust the segment once the magic is there. */
-	smp_store_release(&c->magic, RDMAQ_MAGIC);
+	smp_store_release(&h->magic, RDMAQ_MAGIC);
 	*out = &w->w;
 	return 0;
 
@@ -480,35 +551,38 @@ clean_w:
 	return ret;
 }
 
-/* ---- reader ------------------------------------------------------------- */
+const char *rdmaq_shm_writer_name(const struct rdmaq_writer *wp)
+{
+	return ((const struct rdmaq_shm_writer *)wp)->name;
+}
+
+/* ---- reader --------------------------------------------------------------- */
 
 struct rdmaq_shm_reader {
 	struct rdmaq_reader r;		/* first: the core casts back */
-	char ring_path[RDMAQ_NAME_MAX + 16];
-	struct rdmaq_shm_wctrl *wctrl;
-	size_t wctrl_bytes;
-	size_t ring_bytes;
+	void *base;
+	uint64_t seg_bytes;
+	struct rdmaq_shm_layout l;
 	struct rdmaq_shm_peer writer;
 	uint32_t wait_val;
 };
 
 #define to_shm_reader(rp) ((struct rdmaq_shm_reader *)(rp))
 
-static struct rdmaq_ring_ctrl *shm_reader_ctrl(struct rdmaq_shm_reader *r)
+static struct rdmaq_ring_ctrl *shm_reader_ring(struct rdmaq_shm_reader *r)
 {
-	return (struct rdmaq_ring_ctrl *)r->r.ring;
+	return (struct rdmaq_ring_ctrl *)r->l.ring;
 }
 
 static int shm_reader_credit(struct rdmaq_reader *rp, uint64_t next_seq)
 {
 	struct rdmaq_shm_reader *r = to_shm_reader(rp);
 
-	smp_store_release(&wseg_credits(r->wctrl)[rp->index].next_seq, next_seq);
+	smp_store_release(&r->l.credits[rp->index].next_seq, next_seq);
 	/* Pairs with the writer's barrier after it sets `sleeping`. */
 	smp_mb();
-	if (READ_ONCE(r->wctrl->sleeping)) {
-		__atomic_add_fetch(&r->wctrl->doorbell, 1, __ATOMIC_SEQ_CST);
-		rdmaq_futex_wake(&r->wctrl->doorbell, 1);
+	if (READ_ONCE(r->l.wwait->sleeping)) {
+		shm_ring_doorbell(&r->l.wwait->doorbell, 1);
 		rp->stats.wakeups++;
 	}
 	return 0;
@@ -516,21 +590,16 @@ static int shm_reader_credit(struct rdmaq_reader *rp, uint64_t next_seq)
 
 static void shm_reader_interrupt(struct rdmaq_reader *rp)
 {
-	ring_ring_doorbell(shm_reader_ctrl(to_shm_reader(rp)), INT_MAX);
+	/* Other sleeping readers wake too, re-check and sleep again. */
+	shm_ring_doorbell(&shm_reader_ring(to_shm_reader(rp))->doorbell, INT_MAX);
 }
 
 static void shm_reader_destroy(struct rdmaq_reader *rp)
 {
 	struct rdmaq_shm_reader *r = to_shm_reader(rp);
 
-	/* The writer unlinks rings it has mapped; unlink ours if it never did. */
-	if (rp->ring) {
-		if (!smp_load_acquire(&shm_reader_ctrl(r)->ready))
-			shm_unlink(r->ring_path);
-		munmap(rp->ring, r->ring_bytes);
-	}
-	if (r->wctrl)
-		munmap(r->wctrl, r->wctrl_bytes);
+	if (r->base)
+		munmap(r->base, r->seg_bytes);
 	peer_close(&r->writer);
 	free(r);
 }
@@ -538,10 +607,9 @@ static void shm_reader_destroy(struct rdmaq_reader *rp)
 static int shm_reader_prepare(void *ep)
 {
 	struct rdmaq_shm_reader *r = ep;
-	struct rdmaq_ring_ctrl *rc = shm_reader_ctrl(r);
 
-	r->wait_val = READ_ONCE(rc->doorbell);
-	WRITE_ONCE(rc->sleeping, 1);
+	r->wait_val = READ_ONCE(shm_reader_ring(r)->doorbell);
+	WRITE_ONCE(r->l.credits[r->r.index].sleeping, 1);
 	smp_mb();
 	return 0;
 }
@@ -549,16 +617,15 @@ static int shm_reader_prepare(void *ep)
 static int shm_reader_block(void *ep, int64_t timeout_ns)
 {
 	struct rdmaq_shm_reader *r = ep;
-	int ret = rdmaq_futex_wait(&shm_reader_ctrl(r)->doorbell, r->wait_val, timeout_ns);
 
-	return ret < 0 ? rdmaq_set_err(ret, "futex wait: %s", strerror(-ret)) : ret;
+	return shm_block(&shm_reader_ring(r)->doorbell, r->wait_val, timeout_ns);
 }
 
 static void shm_reader_finish(void *ep)
 {
 	struct rdmaq_shm_reader *r = ep;
 
-	WRITE_ONCE(shm_reader_ctrl(r)->sleeping, 0);
+	WRITE_ONCE(r->l.credits[r->r.index].sleeping, 0);
 }
 
 static int shm_reader_check_peer(void *ep)
@@ -567,9 +634,6 @@ static int shm_reader_check_peer(void *ep)
 
 	if (peer_dead(&r->writer))
 		return rdmaq_set_err(-EOWNERDEAD, "writer (pid %d) died", r->writer.pid);
-	/* Not connected yet, so closed_seq never reaches our ring: see mark_closed. */
-	if (!smp_load_acquire(&shm_reader_ctrl(r)->ready) && smp_load_acquire(&r->wctrl->closed))
-		return rdmaq_set_err(-EPIPE, "writer closed the queue before it was ready");
 	return 0;
 }
 
@@ -586,16 +650,81 @@ static const struct rdmaq_wait_ops shm_reader_wait_ops = {
 	.check_peer = shm_reader_check_peer,
 };
 
+/* Map a segment by name and check it is a whole rdmaq queue; fills *cfg from it. */
+static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct rdmaq_config *cfg)
+{
+	char path[RDMAQ_NAME_MAX + 2];
+	struct rdmaq_shm_hdr h;
+	struct stat st;
+	void *p;
+	int fd, ret;
+
+	ret = shm_path(path, sizeof(path), name);
+	if (ret)
+		return ret;
+	fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return rdmaq_set_err(-ENOENT, "no rdmaq queue %s here: its writer is gone or closed, "
+					     "it is already connected, or it is on another host", name);
+		return rdmaq_set_err(-errno, "cannot open %s: %s", path, strerror(errno));
+	}
+	if (fstat(fd, &st) < 0) {
+		ret = rdmaq_set_err(-errno, "cannot stat %s: %s", path, strerror(errno));
+		goto clean_fd;
+	}
+	if ((uint64_t)st.st_size < sizeof(h)) {
+		ret = rdmaq_set_err(-EPROTO, "%s is not an rdmaq queue (%lld bytes)", path,
+				    (long long)st.st_size);
+		goto clean_fd;
+	}
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		ret = rdmaq_set_err(-errno, "cannot map %s: %s", path, strerror(errno));
+		goto clean_fd;
+	}
+	close(fd);
+	r->base = p;
+	r->seg_bytes = (uint64_t)st.st_size;
+	/* One private copy; nothing below reads the header again. */
+	memcpy(&h, p, sizeof(h));
+	if (smp_load_acquire(&((struct rdmaq_shm_hdr *)p)->magic) != RDMAQ_MAGIC)
+		return rdmaq_set_err(-EPROTO, "%s is not an rdmaq queue", path);
+	if (h.version != RDMAQ_VERSION)
+		return rdmaq_set_err(-EPROTO, "%s is an rdmaq v%u queue, this is v%u: writer and reader "
+				     "run different rdmaq releases", path, h.version, RDMAQ_VERSION);
+	*cfg = (struct rdmaq_config){
+		.n_readers = h.n_readers,
+		.slot_bytes = h.slot_bytes,
+		.slots = h.slots,
+		.max_message = h.max_message,
+	};
+	ret = rdmaq_config_check(cfg);
+	if (ret)
+		return rdmaq_set_err(-EPROTO, "%s has a corrupt header: %s", path, rdmaq_errmsg());
+	if (h.seg_bytes != shm_seg_bytes(cfg) || h.seg_bytes != r->seg_bytes)
+		return rdmaq_set_err(-EPROTO, "%s is %" PRIu64 " bytes, its header describes %" PRIu64
+				     " (layout %" PRIu64 ")", path, r->seg_bytes, h.seg_bytes,
+				     shm_seg_bytes(cfg));
+	r->l = shm_layout(p, cfg->n_readers);
+	r->writer.pid = h.writer_pid;
+	r->r.key = h.key;
+	return 0;
+
+clean_fd:
+	close(fd);
+	return ret;
+}
+
 int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_t index,
 			    uint32_t spin_ns)
 {
 	struct rdmaq_shm_reader *r;
-	struct rdmaq_shm_wctrl *c;
 	struct rdmaq_shm_attach *att;
 	struct rdmaq_config cfg;
-	char path[RDMAQ_NAME_MAX + 16];
 	uint32_t expect = ATTACH_FREE;
-	void *p;
+	uint64_t key;
+	pid_t writer_pid;
 	int ret;
 
 	ret = shm_check_name(name);
@@ -605,85 +734,74 @@ int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_
 	if (!r)
 		return rdmaq_set_err(-ENOMEM, "out of memory");
 	r->writer.pidfd = -1;
-	ret = shm_name(path, sizeof(path), name, "w", -1);
+	ret = shm_open_segment(name, r, &cfg);
 	if (ret)
 		goto clean_r;
-	ret = shm_map(path, O_RDWR, 0, &p);
-	if (ret) {
-		rdmaq_set_err(ret, ret == -ENOENT
-				   ? "no rdmaq queue %s here: the writer is gone, already connected, or on another host"
-				   : "cannot map %s: %s", path, strerror(-ret));
-		goto clean_r;
-	}
-	c = r->wctrl = p;
-	r->wctrl_bytes = sizeof(*c);
-	if (smp_load_acquire(&c->magic) != RDMAQ_MAGIC || c->version != RDMAQ_VERSION) {
-		ret = rdmaq_set_err(-EPROTO, "%s is not an rdmaq v%u queue", path, RDMAQ_VERSION);
-		goto clean_ctrl;
-	}
-	/* Re-map at full size now that n_readers is known. */
-	munmap(c, sizeof(*c));
-	r->wctrl = NULL;
-	ret = shm_map(path, O_RDWR, 0, &p);
-	if (ret) {
-		rdmaq_set_err(ret, "cannot map %s: %s", path, strerror(-ret));
-		goto clean_r;
-	}
-	c = r->wctrl = p;
-	r->wctrl_bytes = wseg_bytes(c->n_readers);
-	if (index >= c->n_readers) {
+	if (index >= cfg.n_readers) {
 		ret = rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers",
-				    index, c->n_readers);
-		goto clean_ctrl;
+				    index, cfg.n_readers);
+		goto clean_r;
 	}
-	cfg = (struct rdmaq_config){
-		.n_readers = c->n_readers,
-		.slot_bytes = c->slot_bytes,
-		.slots = c->slots,
-		.max_message = c->max_message,
-		.spin_ns = spin_ns,
-	};
-	att = &wseg_attach(c)[index];
+	cfg.spin_ns = spin_ns;
+	key = r->r.key;
+	writer_pid = r->writer.pid;
+	if (peer_open(&r->writer, writer_pid) || peer_dead(&r->writer)) {
+		ret = rdmaq_set_err(-EOWNERDEAD, "writer (pid %d) is gone", writer_pid);
+		goto clean_r;
+	}
+	att = &r->l.attach[index];
 	if (!__atomic_compare_exchange_n(&att->state, &expect, ATTACH_CLAIMED, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		ret = rdmaq_set_err(-EBUSY, "reader index %u is already attached", index);
-		goto clean_ctrl;
+		ret = rdmaq_set_err(-EBUSY, "reader index %u is already attached (pid %d)", index,
+				    READ_ONCE(att->pid));
+		goto clean_r;
 	}
-	r->ring_bytes = rdmaq_ring_bytes(cfg.slot_bytes, cfg.slots);
-	ret = shm_name(r->ring_path, sizeof(r->ring_path), name, "r", (int)index);
-	if (ret)
-		goto clean_claim;
-	shm_unlink(r->ring_path);	/* a leftover of a crashed reader */
-	ret = shm_map(r->ring_path, O_RDWR | O_CREAT | O_EXCL, r->ring_bytes, &p);
-	if (ret) {
-		rdmaq_set_err(ret, "cannot create ring %s: %s", r->ring_path, strerror(-ret));
-		goto clean_claim;
-	}
-	rdmaq_reader_init(&r->r, &shm_reader_ops, &shm_reader_wait_ops, &cfg, index, c->key, p);
-	((struct rdmaq_ring_ctrl *)p)->magic = RDMAQ_MAGIC;
-	if (peer_open(&r->writer, c->writer_pid)) {
-		ret = rdmaq_set_err(-EOWNERDEAD, "writer (pid %d) is gone", c->writer_pid);
-		goto clean_ring;
-	}
-	att->pid = getpid();
+	rdmaq_reader_init(&r->r, &shm_reader_ops, &shm_reader_wait_ops, &cfg, index, key, r->l.ring);
+	/* Credit costs a store and a barrier here: return it at every record,
+	 * so a writer short of room never waits for a reader that is busy
+	 * elsewhere. */
+	r->r.credit_batch = 1;
+	WRITE_ONCE(att->pid, getpid());
 	smp_store_release(&att->state, ATTACH_DONE);
 	smp_mb();
-	if (READ_ONCE(c->sleeping)) {
-		__atomic_add_fetch(&c->doorbell, 1, __ATOMIC_SEQ_CST);
-		rdmaq_futex_wake(&c->doorbell, INT_MAX);
-	}
+	if (READ_ONCE(r->l.wwait->sleeping))
+		shm_ring_doorbell(&r->l.wwait->doorbell, INT_MAX);
 	*out = &r->r;
 	return 0;
 
-clean_ring:
-	munmap(p, r->ring_bytes);
-	shm_unlink(r->ring_path);
-clean_claim:
-	smp_store_release(&att->state, ATTACH_FREE);
-clean_ctrl:
-	munmap(r->wctrl, r->wctrl_bytes);
 clean_r:
+	if (r->base)
+		munmap(r->base, r->seg_bytes);
 	peer_close(&r->writer);
 	free(r);
 	return ret;
+}
+
+/* ---- leftovers ------------------------------------------------------------ */
+
+int rdmaq_shm_segment_stale(const char *name)
+{
+	char path[RDMAQ_NAME_MAX + 2];
+	struct rdmaq_shm_hdr h;
+	uint64_t start;
+	ssize_t n;
+	int fd, ret;
+
+	ret = shm_check_name(name);
+	if (ret)
+		return ret;
+	if (strncmp(name, RDMAQ_NAME_PREFIX, strlen(RDMAQ_NAME_PREFIX)))
+		return 0;
+	shm_path(path, sizeof(path), name);
+	fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : rdmaq_set_err(-errno, "cannot open %s: %s", path, strerror(errno));
+	n = pread(fd, &h, sizeof(h), 0);
+	close(fd);
+	if (n != (ssize_t)sizeof(h) || h.magic != RDMAQ_MAGIC || h.writer_pid <= 0)
+		return 0;	/* not ours, or still being created */
+	if (kill(h.writer_pid, 0) < 0 && errno == ESRCH)
+		return 1;
+	start = proc_start_time(h.writer_pid);
+	return h.writer_start && start && start != h.writer_start;
 }

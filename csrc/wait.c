@@ -1,20 +1,39 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Adaptive spin-then-block waiting.
+ * Waiting: anticipate, spin briefly, then block with a short slice.
  *
- * Spinning wins when the next event is microseconds away; blocking wins
- * when it is milliseconds away or when the CPU is oversubscribed.  The
- * budget adapts like folly's TurnSequencer: a wait that ends while
- * spinning raises the budget to twice the time it took, a wait that had
- * to block halves it, so an idle or paced reader converges to a short
- * spin and ~0 CPU.
+ * 1. Anticipate (readers waiting for the next message, when the writer
+ *    keeps a steady rhythm; see cadence.h): nap until just before the
+ *    message is due, then spin through a short window.  The message finds
+ *    the reader running, so no wake-up is paid, for a CPU cost bounded
+ *    per message.
+ * 2. Spin briefly.  The budget adapts like folly's TurnSequencer: a wait
+ *    that ends while spinning raises it to twice the time it took, a wait
+ *    that had to block halves it, so a paced or idle reader converges to
+ *    a short spin and ~0 CPU.
+ * 3. Block in the kernel (futex, completion channel), asking for a short
+ *    scheduler slice (slice.h) so that, on a busy machine, the wake-up
+ *    preempts whatever runs instead of queueing behind it.
+ *
+ * A spin that loses its CPU (a gap in the clock) stops spinning: under
+ * contention spinning only burns the slice that blocking would keep.
+ *
+ * Blocked waits return -EINTR when a signal handler ran and, if asked
+ * (main_returns), on the main thread every RDMAQ_PEER_CHECK_NS: Python's
+ * handlers run only when the interpreter gets control back, and a signal
+ * that lands while we spin interrupts no system call.
  */
+#define _GNU_SOURCE
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "barrier.h"
 #include "ring.h"
 
 #define RDMAQ_MIN_SPIN_NS	1000U
+#define RDMAQ_PREEMPT_GAP_NS	50000LL	/* a spin round this long means we lost the CPU */
+#define RDMAQ_MIN_NAP_NS	20000LL	/* shorter naps cost more than they save */
 
 int64_t rdmaq_now_ns(void)
 {
@@ -29,110 +48,269 @@ int64_t rdmaq_deadline(int64_t timeout_ns)
 	return timeout_ns < 0 ? -1 : rdmaq_now_ns() + timeout_ns;
 }
 
+/* Signal handlers run on the main thread only; it must come back to them. */
+static bool rdmaq_on_main_thread(void)
+{
+	static __thread int main_thread = -1;
+
+	if (main_thread < 0)
+		main_thread = syscall(SYS_gettid) == getpid();
+	return main_thread;
+}
+
 static int rdmaq_wait_cancelled(struct rdmaq_waiter *wt)
 {
 	return READ_ONCE(wt->cancelled) ? rdmaq_set_err(-ECANCELED, "cancelled: endpoint closed") : 0;
 }
 
-static int rdmaq_wait_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
-			   int64_t deadline)
+static int rdmaq_wait_met(struct rdmaq_waiter *wt, enum rdmaq_wait_how how, int64_t now)
 {
-	int64_t start = rdmaq_now_ns();
-	int64_t spin_end = start + wt->spin_ns;
+	wt->met_ns = now ? now : rdmaq_now_ns();
+	wt->how = how;
+	return 1;
+}
+
+/*
+ * Spin until cond holds (1), `until` passes (0) or an error (<0).
+ * *preempted is set when the spin lost its CPU.
+ */
+static int rdmaq_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
+		      int64_t until, int64_t deadline, bool *preempted)
+{
+	int64_t last = rdmaq_now_ns();
 	unsigned int i;
 	int ret;
 
+	*preempted = false;
 	for (i = 1;; i++) {
 		ret = cond(arg);
-		if (ret > 0) {
-			uint64_t took = 2 * (uint64_t)(rdmaq_now_ns() - start);
-
-			if (took > wt->spin_ns)
-				wt->spin_ns = took < wt->spin_max_ns ? (uint32_t)took : wt->spin_max_ns;
-			wt->stats->spins++;
-			return 1;
-		}
-		if (ret < 0)
+		if (ret)
 			return ret;
 		cpu_relax();
 		/* clock_gettime is ~20 ns: look at the clock every 64 rounds. */
 		if ((i & 63) == 0) {
 			int64_t now = rdmaq_now_ns();
 
+			if (now - last > RDMAQ_PREEMPT_GAP_NS) {
+				*preempted = true;
+				wt->stats->preempted++;
+				return 0;
+			}
+			last = now;
 			ret = rdmaq_wait_cancelled(wt);
 			if (ret)
 				return ret;
 			if (deadline >= 0 && now >= deadline)
 				return rdmaq_set_err(-ETIMEDOUT, "timed out");
-			if (now >= spin_end)
-				break;
+			if (now >= until)
+				return 0;
 		}
 	}
-	wt->spin_ns = wt->spin_ns / 2 > RDMAQ_MIN_SPIN_NS ? wt->spin_ns / 2 : RDMAQ_MIN_SPIN_NS;
+}
+
+static int rdmaq_wait_adaptive_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
+				    int64_t deadline)
+{
+	int64_t start = rdmaq_now_ns();
+	bool preempted;
+	int ret;
+
+	ret = rdmaq_spin(wt, cond, arg, start + wt->spin_ns, deadline, &preempted);
+	if (ret > 0) {
+		int64_t now = rdmaq_now_ns();
+		uint64_t took = 2 * (uint64_t)(now - start);
+
+		if (took > wt->spin_ns)
+			wt->spin_ns = took < wt->spin_max_ns ? (uint32_t)took : wt->spin_max_ns;
+		wt->stats->spins++;
+		return rdmaq_wait_met(wt, RDMAQ_HOW_SPIN, now);
+	}
+	if (ret < 0)
+		return ret;
+	if (preempted)
+		wt->spin_ns = RDMAQ_MIN_SPIN_NS;
+	else
+		wt->spin_ns = wt->spin_ns / 2 > RDMAQ_MIN_SPIN_NS ? wt->spin_ns / 2 : RDMAQ_MIN_SPIN_NS;
 	if (wt->spin_ns > wt->spin_max_ns)
 		wt->spin_ns = wt->spin_max_ns;
 	return 0;
 }
 
-int rdmaq_wait(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t deadline)
+/*
+ * One blocking round: announce, re-check, block for up to `slice_ns`.
+ * Returns 1 when cond holds, 0 after a wake-up or the slice, <0 error.
+ */
+static int rdmaq_block_once(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
+			    int64_t deadline, int64_t slice_ns, bool *blocked)
 {
-	int64_t last_check = rdmaq_now_ns();
+	int64_t now;
 	int ret;
 
-	ret = cond(arg);
-	if (ret)
-		return ret < 0 ? ret : 0;
-	ret = rdmaq_wait_cancelled(wt);
-	if (ret)
+	*blocked = false;
+	ret = wt->ops->prepare(wt->ep);
+	if (ret < 0)
 		return ret;
-	if (wt->spin_max_ns) {
-		ret = rdmaq_wait_spin(wt, cond, arg, deadline);
-		if (ret)
-			return ret < 0 ? ret : 0;
+	/* Re-check after announcing the sleep: a wake-up sent before the
+	 * announcement was seen would otherwise be lost. */
+	ret = cond(arg);
+	if (!ret)
+		ret = rdmaq_wait_cancelled(wt);
+	now = rdmaq_now_ns();
+	if (!ret && deadline >= 0 && now >= deadline)
+		ret = rdmaq_set_err(-ETIMEDOUT, "timed out");
+	if (ret) {
+		wt->ops->finish(wt->ep);
+		return ret;
 	}
+	if (deadline >= 0 && deadline - now < slice_ns)
+		slice_ns = deadline - now;
+	*blocked = true;
+	ret = wt->ops->block(wt->ep, slice_ns);
+	wt->ops->finish(wt->ep);
+	if (ret < 0)
+		return ret;
+	return cond(arg);
+}
+
+/*
+ * Nap until the predicted window, spin through it.  1 when cond holds,
+ * 0 when the window passed without it, <0 error.
+ */
+static int rdmaq_wait_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+			     rdmaq_cond_fn cond, void *arg, int64_t deadline,
+			     const struct rdmaq_cad_window *win)
+{
+	int64_t now = rdmaq_now_ns();
+	bool preempted, blocked;
+	int ret;
+
+	if (win->sleep_until - now > RDMAQ_MIN_NAP_NS &&
+	    (deadline < 0 || win->sleep_until < deadline)) {
+		if (wt->before_block) {
+			ret = wt->before_block(wt->ep);
+			if (ret < 0)
+				return ret;
+		}
+		wt->stats->naps++;
+		rdmaq_slice_enter(&wt->slice);
+		ret = rdmaq_block_once(wt, cond, arg, deadline, win->sleep_until - now, &blocked);
+		rdmaq_slice_leave(&wt->slice);
+		now = rdmaq_now_ns();
+		if (ret > 0) {
+			/* Early: the writer's wake-up beat the window. */
+			if (blocked)
+				wt->stats->woken++;
+			return rdmaq_wait_met(wt, blocked ? RDMAQ_HOW_WOKEN : RDMAQ_HOW_SPIN, now);
+		}
+		if (ret < 0)
+			return ret;
+		if (now >= win->sleep_until)
+			rdmaq_cadence_napped(cad, win->sleep_until, now);
+	}
+	ret = rdmaq_spin(wt, cond, arg, win->spin_until, deadline, &preempted);
+	if (ret > 0) {
+		wt->stats->spins++;
+		wt->stats->windows++;
+		rdmaq_cadence_clean(cad);
+		return rdmaq_wait_met(wt, RDMAQ_HOW_WINDOW, 0);
+	}
+	if (ret < 0)
+		return ret;
+	if (preempted)
+		rdmaq_cadence_preempted(cad);
+	else
+		wt->stats->misses++;
+	return 0;
+}
+
+static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
+			       int64_t deadline)
+{
+	int64_t start = rdmaq_now_ns(), last_check = start;
+	bool blocked;
+	int ret;
+
 	if (wt->before_block) {
 		ret = wt->before_block(wt->ep);
 		if (ret < 0)
 			return ret;
 	}
+	rdmaq_slice_enter(&wt->slice);
 	for (;;) {
-		int64_t now, slice;
+		int64_t now = rdmaq_now_ns();
+		int64_t slice = RDMAQ_PEER_CHECK_NS - (now - last_check);
 
-		ret = wt->ops->prepare(wt->ep);
-		if (ret < 0)
-			return ret;
-		/* Re-check after announcing the sleep: a wake-up sent before
-		 * the announcement was seen would otherwise be lost. */
-		ret = cond(arg);
-		if (!ret)
-			ret = rdmaq_wait_cancelled(wt);
-		now = rdmaq_now_ns();
-		if (!ret && deadline >= 0 && now >= deadline)
-			ret = rdmaq_set_err(-ETIMEDOUT, "timed out");
-		if (ret) {
-			wt->ops->finish(wt->ep);
-			return ret < 0 ? ret : 0;
-		}
-		slice = RDMAQ_PEER_CHECK_NS - (now - last_check);
 		if (slice < 0)
 			slice = 0;
-		if (deadline >= 0 && deadline - now < slice)
-			slice = deadline - now;
 		wt->stats->sleeps++;
-		ret = wt->ops->block(wt->ep, slice);
-		wt->ops->finish(wt->ep);
+		ret = rdmaq_block_once(wt, cond, arg, deadline, slice, &blocked);
+		if (!blocked)
+			wt->stats->sleeps--;	/* the re-check found it: never slept */
+		if (ret > 0) {
+			if (blocked)
+				wt->stats->woken++;
+			ret = rdmaq_wait_met(wt, blocked ? RDMAQ_HOW_WOKEN : RDMAQ_HOW_SPIN, 0);
+			break;
+		}
 		if (ret < 0)
-			return ret;
+			break;
 		now = rdmaq_now_ns();
 		if (now - last_check >= RDMAQ_PEER_CHECK_NS) {
 			last_check = now;
 			/* Data already in the ring wins over a dead peer. */
 			ret = cond(arg);
-			if (ret)
-				return ret < 0 ? ret : 0;
-			ret = wt->ops->check_peer(wt->ep);
+			if (ret > 0) {
+				ret = rdmaq_wait_met(wt, RDMAQ_HOW_WOKEN, now);
+				break;
+			}
+			if (!ret)
+				ret = wt->ops->check_peer(wt->ep);
 			if (ret < 0)
-				return ret;
+				break;
+			if (wt->main_returns && rdmaq_on_main_thread()) {
+				ret = rdmaq_set_err(-EINTR, "returning to run signal handlers");
+				break;
+			}
 		}
 	}
+	rdmaq_slice_leave(&wt->slice);
+	return ret;
+}
+
+static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+			    rdmaq_cond_fn cond, void *arg, int64_t deadline)
+{
+	struct rdmaq_cad_window win;
+	int ret;
+
+	ret = cond(arg);
+	if (ret)
+		return ret < 0 ? ret : rdmaq_wait_met(wt, RDMAQ_HOW_READY, 0);
+	ret = rdmaq_wait_cancelled(wt);
+	if (ret)
+		return ret;
+	if (cad && wt->anticipate && rdmaq_cadence_window(cad, rdmaq_now_ns(), &win)) {
+		ret = rdmaq_wait_window(wt, cad, cond, arg, deadline, &win);
+		if (ret)
+			return ret;
+	}
+	if (wt->spin_max_ns) {
+		ret = rdmaq_wait_adaptive_spin(wt, cond, arg, deadline);
+		if (ret)
+			return ret;
+	}
+	return rdmaq_wait_blocking(wt, cond, arg, deadline);
+}
+
+int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad, rdmaq_cond_fn cond,
+		    void *arg, int64_t deadline)
+{
+	int ret = rdmaq_wait_inner(wt, cad, cond, arg, deadline);
+
+	return ret > 0 ? 0 : ret;
+}
+
+int rdmaq_wait(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t deadline)
+{
+	return rdmaq_wait_next(wt, NULL, cond, arg, deadline);
 }

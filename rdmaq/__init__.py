@@ -5,13 +5,14 @@
     r = rdmaq.Reader(h, i)              # in reader process i
     w.send(obj); r.recv()
 """
-from .errors import (ClosedError, Error, MessageTooLarge, PeerClosedError, PeerDeadError,
-                     ProtocolError)
+from .errors import (ClosedError, Error, IndexInUseError, MessageTooLarge, PeerClosedError,
+                     PeerDeadError, ProtocolError, QueueNotFoundError, SharedMemoryFullError)
 from .handle import Handle
 from .queue import Reader, Writer, resolve_transport
 
 __all__ = [
     "Writer", "Reader", "Handle", "resolve_transport", "Error", "ClosedError",
-    "PeerClosedError", "PeerDeadError", "MessageTooLarge", "ProtocolError",
+    "PeerClosedError", "PeerDeadError", "MessageTooLarge", "ProtocolError", "QueueNotFoundError",
+    "IndexInUseError", "SharedMemoryFullError",
 ]
 __version__ = "0.1.0"

@@ -1,12 +1,13 @@
-"""shm transport backend: rings in /dev/shm, futex wake-ups."""
+"""shm transport backend: one segment in /dev/shm, futex wake-ups."""
 import os
-import secrets
 
 from . import errors
 from ._rdmaq import ffi, lib
 from .handle import Handle
 
 NAME = "shm"
+SHM_DIR = "/dev/shm"
+PREFIX = "rdmaq-"
 
 
 def _boot_id():
@@ -17,8 +18,27 @@ def _boot_id():
         return ""
 
 
-def available():
-    return os.path.isdir("/dev/shm")
+def sweep_stale():
+    """Unlink segments of writers that died before their readers attached.
+
+    Returns the names removed.  Only segments this user may open are
+    looked at; a live writer's segment is never touched.
+    """
+    removed = []
+    try:
+        names = os.listdir(SHM_DIR)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(PREFIX):
+            continue
+        if lib.rdmaq_shm_segment_stale(name.encode()) == 1:
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
 
 
 class WriterBackend:
@@ -29,11 +49,12 @@ class WriterBackend:
 
     def __init__(self, config):
         """config: dict of struct rdmaq_config fields."""
+        sweep_stale()
         cfg = ffi.new("struct rdmaq_config *", config)
-        name = f"rdmaq-{os.getpid()}-{secrets.token_hex(6)}"
         out = ffi.new("struct rdmaq_writer **")
-        errors.raise_for(lib.rdmaq_shm_writer_create(out, name.encode(), cfg), "shm writer", lib, ffi)
+        errors.raise_for(lib.rdmaq_shm_writer_create(out, cfg), "shm writer", lib, ffi)
         self.ptr = out[0]
+        name = ffi.string(lib.rdmaq_shm_writer_name(self.ptr)).decode()
         self.handle = Handle(NAME, cfg.n_readers, {"name": name, "boot_id": _boot_id()})
 
     def before_ready(self, deadline):
@@ -49,12 +70,12 @@ class ReaderBackend:
 
     def __init__(self, handle, index, spin_ns):
         boot_id = handle.info.get("boot_id")
+        if boot_id is not None and not isinstance(boot_id, str):
+            raise ValueError(f"corrupt shm handle: info['boot_id'] must be a str, got {boot_id!r}")
         if boot_id and boot_id != _boot_id():
             raise ValueError("this shm handle was made on another host (or before a reboot); "
                              "use transport='verbs' for readers on other hosts")
-        name = handle.info.get("name")
-        if not isinstance(name, str):
-            raise ValueError(f"corrupt shm handle: no segment name in {handle.info!r}")
+        name = handle.info_str("name")
         out = ffi.new("struct rdmaq_reader **")
         errors.raise_for(lib.rdmaq_shm_reader_attach(out, name.encode(), index, spin_ns),
                          f"attach reader {index}", lib, ffi)

@@ -1,10 +1,19 @@
-"""Exceptions, and the one place C error codes become them."""
+"""Exceptions, and the one place C error codes become them.
+
+Bad arguments and bad handles raise ``ValueError``/``TypeError`` naming
+what was wrong; a timeout raises the builtin ``TimeoutError``; every
+other failure is an ``rdmaq.Error`` subclass carrying the errno.
+"""
 import errno
 import os
 
 
 class Error(RuntimeError):
-    """Base class of rdmaq's own errors."""
+    """Base class of rdmaq's own errors; ``.errno`` is the C core's error code (or None)."""
+
+    def __init__(self, message, err=None):
+        super().__init__(message)
+        self.errno = err
 
 
 class ClosedError(Error):
@@ -19,12 +28,39 @@ class PeerDeadError(Error):
     """A peer process died; the message names which."""
 
 
-class MessageTooLarge(ValueError):
+class ProtocolError(Error):
+    """The ring holds something the protocol forbids: corruption or a version mismatch."""
+
+
+class QueueNotFoundError(Error):
+    """No queue by that handle here: its writer is gone or closed, it is already
+    connected, or it lives on another host."""
+
+
+class IndexInUseError(Error):
+    """Another reader already attached this reader index."""
+
+
+class SharedMemoryFullError(Error):
+    """/dev/shm cannot hold the queue; the message says how much it needs."""
+
+
+class MessageTooLarge(Error, ValueError):
     """A message above the queue's max_message_bytes."""
 
 
-class ProtocolError(Error):
-    """The ring holds something the protocol forbids: corruption or a version mismatch."""
+_BY_ERRNO = {
+    errno.ECANCELED: ClosedError,
+    errno.EBADF: ClosedError,
+    errno.EPIPE: PeerClosedError,
+    errno.EOWNERDEAD: PeerDeadError,
+    errno.EMSGSIZE: MessageTooLarge,
+    errno.EBADMSG: ProtocolError,
+    errno.EPROTO: ProtocolError,
+    errno.ENOENT: QueueNotFoundError,
+    errno.EBUSY: IndexInUseError,
+    errno.ENOSPC: SharedMemoryFullError,
+}
 
 
 def raise_for(rc, what, lib, ffi):
@@ -36,16 +72,6 @@ def raise_for(rc, what, lib, ffi):
     msg = f"{what}: {detail or os.strerror(err)}"
     if err == errno.ETIMEDOUT:
         raise TimeoutError(msg)
-    if err in (errno.ECANCELED, errno.EBADF):
-        raise ClosedError(msg)
-    if err == errno.EPIPE:
-        raise PeerClosedError(msg)
-    if err == errno.EOWNERDEAD:
-        raise PeerDeadError(msg)
-    if err == errno.EMSGSIZE:
-        raise MessageTooLarge(msg)
     if err in (errno.EINVAL, errno.ENAMETOOLONG):
         raise ValueError(msg)
-    if err in (errno.EBADMSG, errno.EPROTO):
-        raise ProtocolError(msg)
-    raise OSError(err, msg)
+    raise _BY_ERRNO.get(err, Error)(msg, err)

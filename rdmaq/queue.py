@@ -1,5 +1,6 @@
 """The public endpoints: Writer and Reader."""
 import errno
+import math
 import os
 import threading
 import time
@@ -11,6 +12,8 @@ DEFAULT_SLOT_BYTES = 64 * 1024
 DEFAULT_SLOTS = 64
 DEFAULT_MAX_MESSAGE = 1 << 30
 DEFAULT_SPIN_US = 50
+DEFAULT_SLICE_US = 100
+_EINTR = -errno.EINTR
 TRANSPORTS = ("auto", "shm", "verbs")
 
 
@@ -44,13 +47,21 @@ def resolve_transport(transport):
     return "shm"
 
 
+_NS_FOREVER = 1 << 62  # timeouts beyond this (~146 years) mean "no timeout"
+
+
 def _timeout_ns(timeout):
+    """Seconds (None or inf: forever) as the C core's nanoseconds (-1: forever)."""
     if timeout is None:
         return -1
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise TypeError(f"timeout must be a number of seconds or None, got {type(timeout).__name__}")
+    if math.isnan(timeout):
+        raise ValueError("timeout must be a number of seconds or None, got nan")
     if timeout < 0:
         raise ValueError(f"timeout must be >= 0, got {timeout}")
+    if timeout * 1e9 >= _NS_FOREVER:
+        return -1
     return int(timeout * 1e9)
 
 
@@ -71,6 +82,41 @@ def _int_arg(name, value, lo, hi):
     if not lo <= value <= hi:
         raise ValueError(f"{name} must be in {lo}..{hi}, got {value}")
     return value
+
+
+def _env_int(name, default):
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be an integer, got {v!r}") from None
+
+
+def _wait_config(ffi, spin_us, slice_us, anticipate, keep_slice):
+    """struct rdmaq_wait_config from arguments, falling back on RDMAQ_* variables, then defaults."""
+    spin_us = _env_int("RDMAQ_SPIN_US", DEFAULT_SPIN_US) if spin_us is None else spin_us
+    _int_arg("spin_us", spin_us, 0, 1_000_000)
+    slice_us = _env_int("RDMAQ_SLICE_US", DEFAULT_SLICE_US) if slice_us is None else slice_us
+    _int_arg("slice_us", slice_us, 0, 100_000)
+    if 0 < slice_us < 100:
+        raise ValueError(f"slice_us must be 0 (off) or 100..100000, got {slice_us}")
+    if anticipate is None:
+        anticipate = bool(_env_int("RDMAQ_ANTICIPATE", 1))
+    if keep_slice is None:
+        keep_slice = bool(_env_int("RDMAQ_KEEP_SLICE", 0))
+    if not isinstance(anticipate, bool):
+        raise TypeError(f"anticipate must be a bool, got {type(anticipate).__name__}")
+    if not isinstance(keep_slice, bool):
+        raise TypeError(f"keep_slice must be a bool, got {type(keep_slice).__name__}")
+    return ffi.new("struct rdmaq_wait_config *", {
+        "spin_ns": spin_us * 1000,
+        "slice_ns": slice_us * 1000,
+        "anticipate": int(anticipate),
+        "keep_slice": int(keep_slice),
+        "main_returns": 1,  # so signal handlers run while a call blocks (see _Endpoint._call)
+    })
 
 
 class _Endpoint:
@@ -104,7 +150,33 @@ class _Endpoint:
     def _c_stats(self):
         s = self._ffi.new("struct rdmaq_stats *")
         self._c("stats")(self._ptr, s)
-        return {k: getattr(s, k) for k in ("messages", "bytes", "spins", "sleeps", "wakeups", "credits")}
+        return {k: getattr(s, k) for k, _ in self._ffi.typeof("struct rdmaq_stats").fields}
+
+    def _configure_wait(self, spin_us, slice_us, anticipate, keep_slice):
+        wc = _wait_config(self._ffi, spin_us, slice_us, anticipate, keep_slice)
+        self._check(self._c("set_wait")(self._ptr, wc), "wait configuration")
+
+    @property
+    def last_trace(self):
+        """Timestamps of the last put/get (CLOCK_MONOTONIC ns), for profiling: writer
+        ``start`` (call), ``mid`` (records copied), ``end`` (published, readers woken);
+        reader ``start`` (the writer's stamp), ``mid`` (record seen), ``end`` (copied out);
+        ``how`` the wait ended: ready, spin, window, woken."""
+        t = self._ffi.new("struct rdmaq_trace *")
+        if not self._closed:
+            self._c("trace")(self._ptr, t)
+        how = ("none", "ready", "spin", "window", "woken")
+        return {"start_ns": t.start_ns, "mid_ns": t.mid_ns, "end_ns": t.end_ns,
+                "how": how[t.how] if t.how < len(how) else str(t.how)}
+
+    def _call(self, fn, *args, deadline):
+        """Call a blocking C function; after -EINTR (a signal, or 100 ms on the
+        main thread) come back to the interpreter, which runs pending signal
+        handlers (they may raise), then call again with the time left."""
+        while True:
+            rc = fn(*args, _remaining_ns(deadline))
+            if rc != _EINTR:
+                return rc
 
     @property
     def stats(self):
@@ -131,7 +203,7 @@ class _Endpoint:
         if self._ready:
             return
         self._b.before_ready(deadline)
-        self._check(self._c("wait_ready")(self._ptr, _remaining_ns(deadline)), "wait_ready")
+        self._check(self._call(self._c("wait_ready"), self._ptr, deadline=deadline), "wait_ready")
         self._ready = True
 
     def close(self):
@@ -178,15 +250,14 @@ class Writer(_Endpoint):
 
     def __init__(self, n_readers, *, slot_bytes=DEFAULT_SLOT_BYTES, slots=DEFAULT_SLOTS,
                  max_message_bytes=DEFAULT_MAX_MESSAGE, transport="auto", spin_us=None,
-                 **transport_options):
+                 slice_us=None, keep_slice=None, **transport_options):
+        self._closed = True  # until the backend exists, for __del__
         _int_arg("n_readers", n_readers, 1, 256)
         _int_arg("slot_bytes", slot_bytes, 128, 1 << 30)
         if slot_bytes % 64:
             raise ValueError(f"slot_bytes must be a multiple of 64, got {slot_bytes}")
         _int_arg("slots", slots, 2, 1 << 24)
         _int_arg("max_message_bytes", max_message_bytes, 1, 1 << 62)
-        spin_us = DEFAULT_SPIN_US if spin_us is None else spin_us
-        _int_arg("spin_us", spin_us, 0, 1_000_000)
         self.transport = resolve_transport(transport)
         module = _backend_module(self.transport)
         config = {
@@ -194,13 +265,15 @@ class Writer(_Endpoint):
             "slot_bytes": slot_bytes,
             "slots": slots,
             "max_message": max_message_bytes,
-            "spin_ns": spin_us * 1000,
+            "spin_ns": 0,
         }
-        self._closed = True  # until the backend exists, for __del__
+        wait_args = (spin_us, slice_us, False, keep_slice)
+        _wait_config(module.ffi, *wait_args)  # bad arguments fail before anything is created
         super().__init__(module.WriterBackend(config, **transport_options))
         self.n_readers = n_readers
         self.max_message_bytes = max_message_bytes
         self._ptr = self._b.ptr
+        self._configure_wait(*wait_args)
 
     @property
     def handle(self):
@@ -222,10 +295,17 @@ class Writer(_Endpoint):
             keep.append(buf)
             iov[i].base = buf
             iov[i].len = len(buf)
+        lib = self._lib
         self._enter()
         try:
             self._wait_ready_locked(deadline)
-            self._check(self._lib.rdmaq_writer_put(self._ptr, iov, len(parts), _remaining_ns(deadline)), "put")
+            rc = lib.rdmaq_writer_put(self._ptr, iov, len(parts), _remaining_ns(deadline))
+            # Interrupted (see _call): continue the same message; if a signal
+            # handler raises instead, the next put abandons it and readers
+            # drop the part they have.
+            while rc == _EINTR:
+                rc = lib.rdmaq_writer_resume(self._ptr, iov, len(parts), _remaining_ns(deadline))
+            self._check(rc, "put")
         finally:
             self._op.release()
 
@@ -240,21 +320,22 @@ class Reader(_Endpoint):
 
     _kind = "reader"
 
-    def __init__(self, handle, index, *, spin_us=None):
+    def __init__(self, handle, index, *, spin_us=None, slice_us=None, anticipate=None,
+                 keep_slice=None):
         self._closed = True
         if not isinstance(handle, Handle):
-            raise ValueError(f"not an rdmaq.Handle: {type(handle).__name__}")
+            raise TypeError(f"not an rdmaq.Handle: {type(handle).__name__}")
         handle.check(index)
-        spin_us = DEFAULT_SPIN_US if spin_us is None else spin_us
-        _int_arg("spin_us", spin_us, 0, 1_000_000)
         if handle.transport not in ("shm", "verbs"):
             raise ValueError(f"handle is for unknown transport {handle.transport!r}")
         module = _backend_module(handle.transport)
-        super().__init__(module.ReaderBackend(handle, index, spin_us * 1000))
+        wc = _wait_config(module.ffi, spin_us, slice_us, anticipate, keep_slice)
+        super().__init__(module.ReaderBackend(handle, index, wc.spin_ns))
         self.index = index
         self.transport = handle.transport
         self._ptr = self._b.ptr
         self._pending = None  # message being received when a timeout hit
+        self._configure_wait(spin_us, slice_us, anticipate, keep_slice)
 
     def get(self, timeout=None):
         """Next message as a bytearray the caller owns."""
@@ -271,10 +352,11 @@ class Reader(_Endpoint):
         while True:
             if self._pending is None:
                 n = ffi.new("uint64_t *")
-                self._check(lib.rdmaq_reader_peek(self._ptr, n, _remaining_ns(deadline)), "get")
+                self._check(self._call(lib.rdmaq_reader_peek, self._ptr, n, deadline=deadline), "get")
                 self._pending = bytearray(n[0])
             buf = self._pending
-            rc = lib.rdmaq_reader_read(self._ptr, ffi.from_buffer(buf), len(buf), _remaining_ns(deadline))
+            rc = self._call(lib.rdmaq_reader_read, self._ptr, ffi.from_buffer(buf), len(buf),
+                            deadline=deadline)
             if rc == -errno.ETIMEDOUT:
                 self._check(rc, "get")  # keep _pending: the next get resumes it
             self._pending = None

@@ -88,11 +88,11 @@ int main(void)
 	uint8_t *buf = malloc(MAX_SIZE + 8);
 	int ret, failed = 0;
 
-	snprintf(name, sizeof(name), "rdmaq-ctest-%d", getpid());
-	if (rdmaq_shm_writer_create(&writer, name, &cfg)) {
+	if (rdmaq_shm_writer_create(&writer, &cfg)) {
 		fprintf(stderr, "create: %s\n", rdmaq_errmsg());
 		return 1;
 	}
+	snprintf(name, sizeof(name), "%s", rdmaq_shm_writer_name(writer));
 	for (uintptr_t i = 0; i < N_READERS; i++)
 		pthread_create(&th[i], NULL, reader_main, (void *)i);
 	if (rdmaq_writer_wait_ready(writer, 30000000000LL)) {

@@ -6,7 +6,17 @@ import subprocess
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SOURCES = [os.path.join(ROOT, "csrc", f) for f in ("ring.c", "wait.c", "error.c", "shm.c")]
+def _core_sources():
+    # The build module owns the source list.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_rdmaq_build", os.path.join(ROOT, "rdmaq", "_build.py"))
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    return [os.path.join(ROOT, "csrc", f) for f in build.CORE_SOURCES]
+
+
+SOURCES = _core_sources()
 TEST = os.path.join(ROOT, "tests", "c", "test_ring.c")
 SANITIZERS = {
     "asan-ubsan": ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],

@@ -9,7 +9,8 @@ import pytest
 import rdmaq
 from children import doomed_writer, sleepy_reader, start, stream_reader, transport_stats
 
-COUNTERS = {"messages", "bytes", "spins", "sleeps", "wakeups", "credits"}
+COUNTERS = {"messages", "bytes", "spins", "windows", "misses", "preempted", "naps", "sleeps",
+            "woken", "wakeups", "credits", "slice_ns"}
 
 
 def _in_thread(fn):

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/* Cadence: predicting when the next message lands.  See cadence.h. */
+#include <string.h>
+
+#include "cadence.h"
+
+#define RDMAQ_CAD_BACKOFF_MIN	4U
+#define RDMAQ_CAD_OFFSET_CREEP	10	/* ns per message: ~10 µs per 1000 messages */
+
+void rdmaq_cadence_init(struct rdmaq_cadence *c)
+{
+	*c = (struct rdmaq_cadence){ .backoff = RDMAQ_CAD_BACKOFF_MIN };
+}
+
+void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen)
+{
+	int64_t off = seen - stamp;
+
+	if (c->last_stamp && stamp > c->last_stamp) {
+		c->iv[c->pos] = stamp - c->last_stamp;
+		c->pos = (c->pos + 1) % RDMAQ_CAD_WINDOW;
+		if (c->n < RDMAQ_CAD_WINDOW)
+			c->n++;
+	}
+	c->last_stamp = stamp;
+	/* A message found waiting says nothing about transit time, but it
+	 * can only raise the minimum, which the creep allows anyway. */
+	if (!c->have_offset || off < c->offset) {
+		c->offset = off;
+		c->have_offset = true;
+	} else {
+		c->offset += RDMAQ_CAD_OFFSET_CREEP;
+	}
+}
+
+static void sort_small(int64_t *v, uint32_t n)
+{
+	uint32_t i, j;
+
+	for (i = 1; i < n; i++) {
+		int64_t x = v[i];
+
+		for (j = i; j > 0 && v[j - 1] > x; j--)
+			v[j] = v[j - 1];
+		v[j] = x;
+	}
+}
+
+bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w)
+{
+	int64_t iv[RDMAQ_CAD_WINDOW], lo, hi, med, budget, due;
+
+	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
+		return false;
+	if (c->skip) {
+		c->skip--;
+		return false;
+	}
+	memcpy(iv, c->iv, c->n * sizeof(iv[0]));
+	sort_small(iv, c->n);
+	med = iv[c->n / 2];
+	if (med < RDMAQ_CAD_MIN_IV_NS || med > RDMAQ_CAD_MAX_IV_NS)
+		return false;
+	/* Regular enough?  Judge by the middle 80 %: one stall must not
+	 * switch anticipation off for a whole window of messages. */
+	if (iv[c->n * 9 / 10] - iv[c->n / 10] > med / 2)
+		return false;
+	/* The window covers the earliest interval seen to the second latest
+	 * (the latest is taken for an outlier): what the tail needs. */
+	lo = iv[0];
+	hi = iv[c->n - 2];
+	budget = med / RDMAQ_CAD_BUDGET_DIV;
+	if (budget > RDMAQ_CAD_MAX_SPIN_NS)
+		budget = RDMAQ_CAD_MAX_SPIN_NS;
+	due = c->last_stamp + c->offset;
+	w->spin_from = due + lo - RDMAQ_CAD_GUARD_NS;
+	w->spin_until = due + hi + RDMAQ_CAD_GUARD_NS;
+	if (w->spin_until - w->spin_from > budget)
+		w->spin_until = w->spin_from + budget;
+	if (now >= w->spin_until)
+		return false;	/* late already: block as usual */
+	w->sleep_until = w->spin_from - c->late;
+	return true;
+}
+
+void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke)
+{
+	int64_t late = woke - asked;
+
+	if (late < 0)
+		late = 0;
+	if (late > RDMAQ_CAD_MAX_LATE_NS)
+		late = RDMAQ_CAD_MAX_LATE_NS;
+	c->late += (late - c->late) / 8;
+}
+
+void rdmaq_cadence_preempted(struct rdmaq_cadence *c)
+{
+	c->skip = c->backoff;
+	c->backoff = c->backoff * 2 < RDMAQ_CAD_BACKOFF_MAX ? c->backoff * 2 : RDMAQ_CAD_BACKOFF_MAX;
+}
+
+void rdmaq_cadence_clean(struct rdmaq_cadence *c)
+{
+	c->backoff = c->backoff / 2 > RDMAQ_CAD_BACKOFF_MIN ? c->backoff / 2 : RDMAQ_CAD_BACKOFF_MIN;
+}

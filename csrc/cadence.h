@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Cadence: predicting when the next message lands.
+ *
+ * Decode steps reach the workers at a steady rhythm.  A reader that knows
+ * it can sleep until just before the next message is due and spin through
+ * a short window, so the message finds it running: no wake-up to pay
+ * (~100 µs for an idle vCPU in a VM), at a CPU cost bounded per message.
+ * The rhythm is learnt from the writer's stamps (its clock when the
+ * message was published), not from when this reader happened to see
+ * messages, so late wake-ups do not skew it.
+ *
+ * Anticipation switches itself off when it cannot pay: when the rhythm is
+ * irregular or too fast or too slow to matter, and, with an exponential
+ * back-off, when a spin loses its CPU (under contention a spinning reader
+ * burns its slice and then waits behind the hogs; blocking with a short
+ * slice does better there).
+ */
+#ifndef RDMAQ_CADENCE_H
+#define RDMAQ_CADENCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RDMAQ_CAD_WINDOW	32	/* intervals remembered */
+#define RDMAQ_CAD_MIN_SEEN	8	/* intervals needed before predicting */
+#define RDMAQ_CAD_MIN_IV_NS	30000LL		/* faster: the adaptive spin covers it */
+#define RDMAQ_CAD_MAX_IV_NS	2000000000LL	/* slower: not worth a window */
+#define RDMAQ_CAD_GUARD_NS	15000LL		/* margin each side of the window */
+#define RDMAQ_CAD_BUDGET_DIV	8	/* spin at most 1/8 of the interval per message */
+#define RDMAQ_CAD_MAX_SPIN_NS	1000000LL
+#define RDMAQ_CAD_MAX_LATE_NS	500000LL
+#define RDMAQ_CAD_BACKOFF_MAX	1024U
+
+struct rdmaq_cadence {
+	int64_t last_stamp;		/* writer's stamp of the previous message; 0: none */
+	int64_t iv[RDMAQ_CAD_WINDOW];	/* recent intervals between stamps */
+	uint32_t n, pos;
+	/* min(seen - stamp): our clock minus the writer's, plus the transit.
+	 * It creeps up slowly so a clock step cannot pin it low for ever. */
+	int64_t offset;
+	bool have_offset;
+	int64_t late;			/* how late our timed sleeps end (average) */
+	uint32_t skip;			/* messages left with anticipation off */
+	uint32_t backoff;		/* skip after the next preempted spin */
+};
+
+/* Where the next message is expected, in this reader's clock. */
+struct rdmaq_cad_window {
+	int64_t sleep_until;		/* nap until here (already early by `late`) */
+	int64_t spin_from;
+	int64_t spin_until;		/* then block as usual */
+};
+
+void rdmaq_cadence_init(struct rdmaq_cadence *c);
+/* A message stamped `stamp` by the writer was seen at `seen`. */
+void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen);
+/* Is the next message predictable from `now`?  Fills *w if so. */
+bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w);
+/* A nap asked to end at `asked` ended at `woke`. */
+void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke);
+/* The spin in a window lost its CPU, or went through cleanly. */
+void rdmaq_cadence_preempted(struct rdmaq_cadence *c);
+void rdmaq_cadence_clean(struct rdmaq_cadence *c);
+
+#endif

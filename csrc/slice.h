@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A short scheduler slice while blocked.
+ *
+ * Under CPU contention a woken reader waits behind whatever holds its CPU
+ * until that task's slice ends (EEVDF: ~3 ms on 16 CPUs, and the tick is
+ * 4 ms at HZ=250).  Since Linux 6.12 a SCHED_OTHER thread may ask for its
+ * own, shorter slice through sched_attr.sched_runtime, without privilege,
+ * and a woken task with a shorter slice preempts the running one
+ * (PREEMPT_SHORT).  So a waiter asks for a short slice just before it
+ * blocks and, by default, gives the thread its own slice back once it
+ * runs again: the thread is a vLLM worker that runs the model step next,
+ * and a short slice while *running* means more preemption points.
+ *
+ * Older kernels ignore sched_runtime for SCHED_OTHER; that is detected
+ * once per process and the request is then silently off (stats and
+ * `rdmaq doctor` say so).  Threads with another policy are left alone.
+ */
+#ifndef RDMAQ_SLICE_H
+#define RDMAQ_SLICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RDMAQ_SLICE_MIN_NS	100000U		/* the kernel's clamp */
+#define RDMAQ_SLICE_MAX_NS	100000000U
+
+/* struct sched_attr of sched_setattr(2), SCHED_ATTR_SIZE_VER1. */
+struct rdmaq_sched_attr {
+	uint32_t size;
+	uint32_t sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime;
+	uint64_t sched_deadline;
+	uint64_t sched_period;
+	uint32_t sched_util_min;
+	uint32_t sched_util_max;
+};
+
+struct rdmaq_slice {
+	uint32_t want_ns;	/* 0: never ask */
+	bool restore;		/* give the thread its own slice back after waking */
+	bool applied;		/* asked for in the current block */
+	struct rdmaq_sched_attr saved;
+};
+
+/* Ask for the short slice before blocking: 1 applied, 0 not (off, unsupported, other policy). */
+int rdmaq_slice_enter(struct rdmaq_slice *s);
+/* After waking: restore the thread's own slice if the slice asks for it. */
+void rdmaq_slice_leave(struct rdmaq_slice *s);
+/* The slice in effect for this endpoint's blocks: want_ns, or 0 when the kernel refuses it. */
+uint32_t rdmaq_slice_effective(const struct rdmaq_slice *s);
+
+#endif
