@@ -122,10 +122,15 @@ def reader_main(conn, adapter, index, cpus) -> None:
         conn.send(("ready",))
         recv = adapter.receiver(r)
         tracer = adapter.reader_tracer(r)
+        counters = adapter.reader_counters(r)
         while True:
             cmd = conn.recv()
             if cmd[0] == "run":
-                conn.send(("done", read_subrun(recv, cmd[1], tracer)))
+                before = counters() if counters else None
+                res = read_subrun(recv, cmd[1], tracer)
+                if counters:
+                    res["counters"] = {k: v - before.get(k, 0) for k, v in counters().items()}
+                conn.send(("done", res))
             elif cmd[0] == "finish":
                 conn.send(("waiting",))  # the parent's idle window starts after every reader says so
                 m = recv()

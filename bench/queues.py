@@ -70,6 +70,10 @@ class QueueAdapter:
         """A callable returning the last receive's (publish stamp, seen, copied, how), or None."""
         return None
 
+    def reader_counters(self, r):
+        """A callable returning the reader's own counters (dict of ints), or None."""
+        return None
+
     def version(self) -> str | None:
         return None
 
@@ -134,6 +138,9 @@ class RdmaqAdapter(QueueAdapter):
             t = w.last_trace
             return t["start_ns"], t["mid_ns"], t["end_ns"]
         return trace
+
+    def reader_counters(self, r):
+        return lambda: r.stats
 
     def reader_tracer(self, r):
         hows = {"none": 0, "ready": 1, "spin": 2, "window": 3, "woken": 4}

@@ -64,6 +64,10 @@ def stage_figures(writer, readers, send, recv, lat, n) -> dict:
            for k, v in parts.items()}
     hows = np.concatenate([r[3] for r in rs])
     out["how"] = {HOW[h] if h < len(HOW) else str(h): int((hows == h).sum()) for h in np.unique(hows)}
+    # How the slowest reader's wait ended, for the slowest 1 % of messages: what the tail is made of.
+    worst = np.argsort(lat[:, :m].max(axis=0))[-max(1, m // 100):]
+    tail = pick(3)[worst]
+    out["tail_how"] = {HOW[h] if h < len(HOW) else str(h): int((tail == h).sum()) for h in np.unique(tail)}
     return out
 
 
@@ -100,6 +104,11 @@ def analyze(writer: dict, readers: list[dict]) -> tuple[dict, np.ndarray]:
     # CPU of the busy phase: first measured message to end of sub-run.
     if n and writer.get("stages") and all(r.get("stages") for r in readers):
         out["stages"] = stage_figures(writer, readers, send, recv, lat, n)
+    if all(r.get("counters") for r in readers):
+        # the queue's own counters over the sub-run, summed over readers
+        keys = readers[0]["counters"].keys()
+        out["reader_counters"] = {k: sum(r["counters"].get(k, 0) for r in readers) for k in keys
+                                  if k != "slice_ns"}
     rd_cpu = [r["cpu_ns"] / r["wall_ns"] for r in readers if r["cpu_ns"] is not None and r["wall_ns"]]
     out["reader_cpu_busy_frac"] = rd_cpu
     out["reader_cpu_busy_frac_mean"] = float(np.mean(rd_cpu)) if rd_cpu else None

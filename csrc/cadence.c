@@ -48,7 +48,7 @@ static void sort_small(int64_t *v, uint32_t n)
 
 bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w)
 {
-	int64_t iv[RDMAQ_CAD_WINDOW], lo, hi, med, budget, due;
+	int64_t iv[RDMAQ_CAD_WINDOW], lo, hi, med, budget, due, guard;
 
 	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
 		return false;
@@ -73,34 +73,46 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 	if (budget > RDMAQ_CAD_MAX_SPIN_NS)
 		budget = RDMAQ_CAD_MAX_SPIN_NS;
 	due = c->last_stamp + c->offset;
-	w->spin_from = due + lo - RDMAQ_CAD_GUARD_NS;
-	w->spin_until = due + hi + RDMAQ_CAD_GUARD_NS;
+	guard = RDMAQ_CAD_GUARD_NS + (hi - lo) / 8;
+	w->spin_from = due + lo - guard;
+	w->spin_until = due + hi + guard;
 	if (w->spin_until - w->spin_from > budget)
 		w->spin_until = w->spin_from + budget;
 	if (now >= w->spin_until)
 		return false;	/* late already: block as usual */
-	w->sleep_until = w->spin_from - c->late;
+	w->sleep_until = w->spin_from - rdmaq_cadence_margin(c);
 	return true;
 }
 
 void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke)
 {
-	int64_t late = woke - asked;
+	int64_t late = woke - asked, dev;
 
 	if (late < 0)
 		late = 0;
 	if (late > RDMAQ_CAD_MAX_LATE_NS)
 		late = RDMAQ_CAD_MAX_LATE_NS;
+	dev = late > c->late ? late - c->late : c->late - late;
 	c->late += (late - c->late) / 8;
+	c->late_dev += (dev - c->late_dev) / 8;
+}
+
+int64_t rdmaq_cadence_margin(const struct rdmaq_cadence *c)
+{
+	return c->late + 2 * c->late_dev;
 }
 
 void rdmaq_cadence_preempted(struct rdmaq_cadence *c)
 {
 	c->skip = c->backoff;
 	c->backoff = c->backoff * 2 < RDMAQ_CAD_BACKOFF_MAX ? c->backoff * 2 : RDMAQ_CAD_BACKOFF_MAX;
+	c->clean = 0;
 }
 
 void rdmaq_cadence_clean(struct rdmaq_cadence *c)
 {
+	if (++c->clean < RDMAQ_CAD_CLEAN_RUN)
+		return;
+	c->clean = 0;
 	c->backoff = c->backoff / 2 > RDMAQ_CAD_BACKOFF_MIN ? c->backoff / 2 : RDMAQ_CAD_BACKOFF_MIN;
 }

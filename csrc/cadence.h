@@ -31,6 +31,7 @@
 #define RDMAQ_CAD_MAX_SPIN_NS	1000000LL
 #define RDMAQ_CAD_MAX_LATE_NS	500000LL
 #define RDMAQ_CAD_BACKOFF_MAX	1024U
+#define RDMAQ_CAD_CLEAN_RUN	64U	/* clean windows that halve the back-off */
 
 struct rdmaq_cadence {
 	int64_t last_stamp;		/* writer's stamp of the previous message; 0: none */
@@ -40,9 +41,11 @@ struct rdmaq_cadence {
 	 * It creeps up slowly so a clock step cannot pin it low for ever. */
 	int64_t offset;
 	bool have_offset;
-	int64_t late;			/* how late our timed sleeps end (average) */
+	int64_t late;			/* how late our timed sleeps end: average */
+	int64_t late_dev;		/* ... and its mean deviation */
 	uint32_t skip;			/* messages left with anticipation off */
 	uint32_t backoff;		/* skip after the next preempted spin */
+	uint32_t clean;			/* windows since the last preempted one */
 };
 
 /* Where the next message is expected, in this reader's clock. */
@@ -59,7 +62,14 @@ void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen)
 bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w);
 /* A nap asked to end at `asked` ended at `woke`. */
 void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke);
-/* The spin in a window lost its CPU, or went through cleanly. */
+/* How much earlier than the window a nap ends: our expected lateness and its spread. */
+int64_t rdmaq_cadence_margin(const struct rdmaq_cadence *c);
+/*
+ * A window's spin lost its CPU (or its nap woke far too late): turn
+ * anticipation off for a while, twice as long as last time.  Clean
+ * windows earn that back slowly, so a busy machine that lets a few
+ * windows through is not probed every few messages.
+ */
 void rdmaq_cadence_preempted(struct rdmaq_cadence *c);
 void rdmaq_cadence_clean(struct rdmaq_cadence *c);
 

@@ -42,6 +42,7 @@ struct rdmaq_stats {
 	uint64_t woken;		/* blocks that ended with what they waited for */
 	uint64_t wakeups;	/* peers this endpoint woke */
 	uint64_t credits;	/* credit updates sent (reader) or stalls on credit (writer) */
+	uint64_t busy;		/* waits that did not spin: more runnable tasks than CPUs */
 	uint64_t slice_ns;	/* scheduler slice asked for while blocked; 0: off or refused */
 };
 
@@ -116,6 +117,19 @@ int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len,
 		      int64_t timeout_ns);
 int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len,
 		      int64_t timeout_ns);
+/*
+ * peek + read in one call when the message fits `cap` bytes; else -ENOBUFS
+ * with *msg_len set and the message left to rdmaq_reader_read.
+ */
+int rdmaq_reader_recv(struct rdmaq_reader *r, void *buf, uint64_t cap, uint64_t *msg_len,
+		      int64_t timeout_ns);
+/*
+ * Between messages: nap until the window in which the next message is
+ * predicted.  1 when the window is open and the message has not come yet
+ * (a good moment to warm caches; the next peek/recv spins through the
+ * window), 0 when no window is predicted or a message is there, <0 error.
+ */
+int rdmaq_reader_nap(struct rdmaq_reader *r, int64_t timeout_ns);
 int rdmaq_reader_close(struct rdmaq_reader *r);
 void rdmaq_reader_cancel(struct rdmaq_reader *r);
 void rdmaq_reader_destroy(struct rdmaq_reader *r);

@@ -462,15 +462,32 @@ static int rdmaq_reader_consume(struct rdmaq_reader *r)
 /* Wait for record next_seq; `first` when it starts a message, so the cadence applies. */
 static int rdmaq_reader_wait_record(struct rdmaq_reader *r, int64_t deadline, bool first)
 {
+	bool planned = first && r->planned;
+
 	if (r->closed)
 		return rdmaq_set_err(-EBADF, "reader is closed");
-	return rdmaq_wait_next(&r->waiter, first ? &r->cadence : NULL, rdmaq_reader_has_record, r,
-			       deadline);
+	r->planned = false;
+	return rdmaq_wait_next(&r->waiter, first ? &r->cadence : NULL, planned ? &r->window : NULL,
+			       rdmaq_reader_has_record, r, deadline);
 }
 
-int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len, int64_t timeout_ns)
+int rdmaq_reader_nap(struct rdmaq_reader *r, int64_t timeout_ns)
 {
-	int64_t deadline = rdmaq_deadline(timeout_ns);
+	int ret;
+
+	if (r->closed)
+		return rdmaq_set_err(-EBADF, "reader is closed");
+	if (r->in_message || r->planned)
+		return 0;
+	ret = rdmaq_wait_prepare_window(&r->waiter, &r->cadence, rdmaq_reader_has_record, r,
+					rdmaq_deadline(timeout_ns), &r->window);
+	if (ret > 0)
+		r->planned = true;
+	return ret;
+}
+
+static int rdmaq_reader_peek_until(struct rdmaq_reader *r, uint64_t *msg_len, int64_t deadline)
+{
 	struct rdmaq_rec_hdr *hdr;
 	int ret;
 
@@ -507,9 +524,8 @@ int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len, int64_t timeout
 	return 0;
 }
 
-int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len, int64_t timeout_ns)
+static int rdmaq_reader_read_until(struct rdmaq_reader *r, void *buf, uint64_t len, int64_t deadline)
 {
-	int64_t deadline = rdmaq_deadline(timeout_ns);
 	int ret;
 
 	if (!r->in_message)
@@ -558,6 +574,30 @@ int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len, int64_t t
 	r->stats.messages++;
 	r->stats.bytes += r->msg_len;
 	return 0;
+}
+
+int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len, int64_t timeout_ns)
+{
+	return rdmaq_reader_peek_until(r, msg_len, rdmaq_deadline(timeout_ns));
+}
+
+int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len, int64_t timeout_ns)
+{
+	return rdmaq_reader_read_until(r, buf, len, rdmaq_deadline(timeout_ns));
+}
+
+int rdmaq_reader_recv(struct rdmaq_reader *r, void *buf, uint64_t cap, uint64_t *msg_len,
+		      int64_t timeout_ns)
+{
+	int64_t deadline = rdmaq_deadline(timeout_ns);
+	int ret;
+
+	ret = rdmaq_reader_peek_until(r, msg_len, deadline);
+	if (ret)
+		return ret;
+	if (*msg_len > cap)
+		return -ENOBUFS;	/* not an error: the caller brings a bigger buffer */
+	return rdmaq_reader_read_until(r, buf, *msg_len, deadline);
 }
 
 int rdmaq_reader_close(struct rdmaq_reader *r)

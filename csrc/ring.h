@@ -72,9 +72,21 @@ typedef int (*rdmaq_cond_fn)(void *arg);
 /* 0 when cond holds, else a negative errno (-ETIMEDOUT, -EINTR, ...). */
 int rdmaq_wait(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
 	       int64_t deadline_ns);
-/* The same, first trying a window predicted by `cad` (may be NULL). */
-int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad, rdmaq_cond_fn cond,
-		    void *arg, int64_t deadline_ns);
+/*
+ * The same, first trying a window predicted by `cad` (may be NULL), or the
+ * window `planned` by rdmaq_wait_prepare_window (may be NULL).
+ */
+int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+		    const struct rdmaq_cad_window *planned, rdmaq_cond_fn cond, void *arg,
+		    int64_t deadline_ns);
+/*
+ * Nap until the window `cad` predicts opens, without spinning: 1 when the
+ * window is open and cond does not hold yet (*win says until when to
+ * spin), 0 when there is no window or cond holds, <0 error.
+ */
+int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+			      rdmaq_cond_fn cond, void *arg, int64_t deadline_ns,
+			      struct rdmaq_cad_window *win);
 int64_t rdmaq_now_ns(void);
 int64_t rdmaq_deadline(int64_t timeout_ns);
 
@@ -157,6 +169,8 @@ struct rdmaq_reader {
 	uint64_t msg_off;		/* bytes of it already copied */
 	bool in_message;
 	bool closed;
+	bool planned;			/* `window` was napped to by rdmaq_reader_nap */
+	struct rdmaq_cad_window window;
 	struct rdmaq_cadence cadence;
 	struct rdmaq_trace trace;
 	struct rdmaq_stats stats;

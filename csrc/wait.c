@@ -29,11 +29,13 @@
 #include <unistd.h>
 
 #include "barrier.h"
+#include "busy.h"
 #include "ring.h"
 
 #define RDMAQ_MIN_SPIN_NS	1000U
 #define RDMAQ_PREEMPT_GAP_NS	50000LL	/* a spin round this long means we lost the CPU */
 #define RDMAQ_MIN_NAP_NS	20000LL	/* shorter naps cost more than they save */
+#define RDMAQ_NAP_LATE_NS	500000LL	/* a nap ending this late: the CPU is taken */
 
 int64_t rdmaq_now_ns(void)
 {
@@ -77,7 +79,7 @@ static int rdmaq_wait_met(struct rdmaq_waiter *wt, enum rdmaq_wait_how how, int6
 static int rdmaq_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
 		      int64_t until, int64_t deadline, bool *preempted)
 {
-	int64_t last = rdmaq_now_ns();
+	int64_t last = rdmaq_now_ns(), now;
 	unsigned int i;
 	int ret;
 
@@ -85,12 +87,11 @@ static int rdmaq_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
 	for (i = 1;; i++) {
 		ret = cond(arg);
 		if (ret)
-			return ret;
+			break;
 		cpu_relax();
 		/* clock_gettime is ~20 ns: look at the clock every 64 rounds. */
 		if ((i & 63) == 0) {
-			int64_t now = rdmaq_now_ns();
-
+			now = rdmaq_now_ns();
 			if (now - last > RDMAQ_PREEMPT_GAP_NS) {
 				*preempted = true;
 				wt->stats->preempted++;
@@ -106,6 +107,13 @@ static int rdmaq_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
 				return 0;
 		}
 	}
+	/* Found it, but maybe only after losing the CPU for a while: that
+	 * must count, or anticipation never learns it is being preempted. */
+	if (ret > 0 && rdmaq_now_ns() - last > RDMAQ_PREEMPT_GAP_NS) {
+		*preempted = true;
+		wt->stats->preempted++;
+	}
+	return ret;
 }
 
 static int rdmaq_wait_adaptive_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
@@ -116,6 +124,11 @@ static int rdmaq_wait_adaptive_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond,
 	int ret;
 
 	ret = rdmaq_spin(wt, cond, arg, start + wt->spin_ns, deadline, &preempted);
+	if (ret > 0 && preempted) {
+		wt->spin_ns = RDMAQ_MIN_SPIN_NS;
+		wt->stats->spins++;
+		return rdmaq_wait_met(wt, RDMAQ_HOW_SPIN, 0);
+	}
 	if (ret > 0) {
 		int64_t now = rdmaq_now_ns();
 		uint64_t took = 2 * (uint64_t)(now - start);
@@ -173,54 +186,104 @@ static int rdmaq_block_once(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *a
 }
 
 /*
- * Nap until the predicted window, spin through it.  1 when cond holds,
- * 0 when the window passed without it, <0 error.
+ * Nap until the predicted window opens.  1 when cond holds already (the
+ * message came early), 0 when the window is open, <0 error.
  */
+static int rdmaq_wait_nap(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+			  rdmaq_cond_fn cond, void *arg, int64_t deadline,
+			  const struct rdmaq_cad_window *win)
+{
+	int64_t now = rdmaq_now_ns();
+	bool blocked;
+	int ret;
+
+	if (win->sleep_until - now <= RDMAQ_MIN_NAP_NS || (deadline >= 0 && win->sleep_until >= deadline))
+		return 0;
+	if (wt->before_block) {
+		ret = wt->before_block(wt->ep);
+		if (ret < 0)
+			return ret;
+	}
+	wt->stats->naps++;
+	rdmaq_slice_enter(&wt->slice);
+	ret = rdmaq_block_once(wt, cond, arg, deadline, win->sleep_until - now, &blocked);
+	rdmaq_slice_leave(&wt->slice);
+	now = rdmaq_now_ns();
+	if (ret > 0) {
+		/* Early: the writer's wake-up beat the window. */
+		if (blocked)
+			wt->stats->woken++;
+		return rdmaq_wait_met(wt, blocked ? RDMAQ_HOW_WOKEN : RDMAQ_HOW_SPIN, now);
+	}
+	if (ret < 0)
+		return ret;
+	if (now >= win->sleep_until) {
+		/* Woken this late, we did not get the CPU when the timer fired. */
+		if (now - win->sleep_until > rdmaq_cadence_margin(cad) + RDMAQ_NAP_LATE_NS) {
+			wt->stats->preempted++;
+			rdmaq_cadence_preempted(cad);
+		}
+		rdmaq_cadence_napped(cad, win->sleep_until, now);
+	}
+	return 0;
+}
+
+/* Spin through an open window: 1 when cond holds, 0 when it closed without, <0 error. */
 static int rdmaq_wait_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 			     rdmaq_cond_fn cond, void *arg, int64_t deadline,
 			     const struct rdmaq_cad_window *win)
 {
-	int64_t now = rdmaq_now_ns();
-	bool preempted, blocked;
+	bool preempted;
 	int ret;
 
-	if (win->sleep_until - now > RDMAQ_MIN_NAP_NS &&
-	    (deadline < 0 || win->sleep_until < deadline)) {
-		if (wt->before_block) {
-			ret = wt->before_block(wt->ep);
-			if (ret < 0)
-				return ret;
-		}
-		wt->stats->naps++;
-		rdmaq_slice_enter(&wt->slice);
-		ret = rdmaq_block_once(wt, cond, arg, deadline, win->sleep_until - now, &blocked);
-		rdmaq_slice_leave(&wt->slice);
-		now = rdmaq_now_ns();
-		if (ret > 0) {
-			/* Early: the writer's wake-up beat the window. */
-			if (blocked)
-				wt->stats->woken++;
-			return rdmaq_wait_met(wt, blocked ? RDMAQ_HOW_WOKEN : RDMAQ_HOW_SPIN, now);
-		}
-		if (ret < 0)
-			return ret;
-		if (now >= win->sleep_until)
-			rdmaq_cadence_napped(cad, win->sleep_until, now);
-	}
+	ret = rdmaq_wait_nap(wt, cad, cond, arg, deadline, win);
+	if (ret)
+		return ret;
 	ret = rdmaq_spin(wt, cond, arg, win->spin_until, deadline, &preempted);
+	if (preempted)
+		rdmaq_cadence_preempted(cad);
 	if (ret > 0) {
 		wt->stats->spins++;
 		wt->stats->windows++;
-		rdmaq_cadence_clean(cad);
+		if (!preempted)
+			rdmaq_cadence_clean(cad);
 		return rdmaq_wait_met(wt, RDMAQ_HOW_WINDOW, 0);
 	}
 	if (ret < 0)
 		return ret;
-	if (preempted)
-		rdmaq_cadence_preempted(cad);
-	else
+	if (!preempted)
 		wt->stats->misses++;
 	return 0;
+}
+
+/* Should this wait anticipate?  Fills *win with the window. */
+static bool rdmaq_wait_plan(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+			    struct rdmaq_cad_window *win)
+{
+	int64_t now = rdmaq_now_ns();
+
+	if (!cad || !wt->anticipate)
+		return false;
+	if (rdmaq_cpu_busy(now)) {
+		wt->stats->busy++;
+		return false;
+	}
+	return rdmaq_cadence_window(cad, now, win);
+}
+
+int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+			      rdmaq_cond_fn cond, void *arg, int64_t deadline,
+			      struct rdmaq_cad_window *win)
+{
+	int ret;
+
+	ret = cond(arg);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	if (!rdmaq_wait_plan(wt, cad, win))
+		return 0;
+	ret = rdmaq_wait_nap(wt, cad, cond, arg, deadline, win);
+	return ret < 0 ? ret : !ret;
 }
 
 static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
@@ -278,7 +341,8 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 }
 
 static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
-			    rdmaq_cond_fn cond, void *arg, int64_t deadline)
+			    const struct rdmaq_cad_window *planned, rdmaq_cond_fn cond, void *arg,
+			    int64_t deadline)
 {
 	struct rdmaq_cad_window win;
 	int ret;
@@ -289,12 +353,12 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 	ret = rdmaq_wait_cancelled(wt);
 	if (ret)
 		return ret;
-	if (cad && wt->anticipate && rdmaq_cadence_window(cad, rdmaq_now_ns(), &win)) {
-		ret = rdmaq_wait_window(wt, cad, cond, arg, deadline, &win);
+	if (planned || rdmaq_wait_plan(wt, cad, &win)) {
+		ret = rdmaq_wait_window(wt, cad, cond, arg, deadline, planned ? planned : &win);
 		if (ret)
 			return ret;
 	}
-	if (wt->spin_max_ns) {
+	if (wt->spin_max_ns && !rdmaq_cpu_busy(rdmaq_now_ns())) {
 		ret = rdmaq_wait_adaptive_spin(wt, cond, arg, deadline);
 		if (ret)
 			return ret;
@@ -302,15 +366,16 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 	return rdmaq_wait_blocking(wt, cond, arg, deadline);
 }
 
-int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad, rdmaq_cond_fn cond,
-		    void *arg, int64_t deadline)
+int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+		    const struct rdmaq_cad_window *planned, rdmaq_cond_fn cond, void *arg,
+		    int64_t deadline)
 {
-	int ret = rdmaq_wait_inner(wt, cad, cond, arg, deadline);
+	int ret = rdmaq_wait_inner(wt, cad, planned, cond, arg, deadline);
 
 	return ret > 0 ? 0 : ret;
 }
 
 int rdmaq_wait(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t deadline)
 {
-	return rdmaq_wait_next(wt, NULL, cond, arg, deadline);
+	return rdmaq_wait_next(wt, NULL, NULL, cond, arg, deadline);
 }

@@ -12,7 +12,7 @@ from cffi import FFI
 
 CSRC = "csrc"
 CFLAGS = ["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-fvisibility=hidden"]
-CORE_SOURCES = ["ring.c", "wait.c", "cadence.c", "slice.c", "error.c", "shm.c"]
+CORE_SOURCES = ["ring.c", "wait.c", "cadence.c", "slice.c", "busy.c", "error.c", "shm.c"]
 # ---- owned by the verbs transport ----
 # shm.c too: rdmaq.h (cdef'd into both extensions) declares the shm entry points.
 VERBS_SOURCES = ["shm.c", "verbs_ctx.c", "verbs_pool.c", "verbs_ep.c", "verbs_writer.c",
@@ -64,7 +64,7 @@ verbs_ffibuilder = (
     _builder(
         "rdmaq._rdmaq_verbs",
         ["rdmaq.h", VERBS_HEADER],
-        ["ring.c", "wait.c", "cadence.c", "slice.c", "error.c"] + VERBS_SOURCES,
+        ["ring.c", "wait.c", "cadence.c", "slice.c", "busy.c", "error.c"] + VERBS_SOURCES,
         ["ibverbs"],
     )
     if VERBS_SOURCES and have_verbs()

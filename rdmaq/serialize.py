@@ -92,3 +92,11 @@ def loads(msg):
     if pos > len(mv):
         raise ValueError(f"truncated object message: needs {pos} bytes, got {len(mv)}")
     return pickle.loads(data, buffers=bufs)
+
+
+def out_of_band_count(msg):
+    """How many out-of-band buffers an object message carries (they alias it on loads)."""
+    magic, nbuf = _HDR.unpack_from(msg, 0)
+    if magic != MAGIC:
+        raise ValueError("not an rdmaq object message (bad magic): use get() for raw bytes")
+    return nbuf

@@ -10,7 +10,7 @@ import rdmaq
 from children import doomed_writer, sleepy_reader, start, stream_reader, transport_stats
 
 COUNTERS = {"messages", "bytes", "spins", "windows", "misses", "preempted", "naps", "sleeps",
-            "woken", "wakeups", "credits", "slice_ns"}
+            "woken", "wakeups", "credits", "busy", "slice_ns"}
 
 
 def _in_thread(fn):
