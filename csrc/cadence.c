@@ -65,15 +65,14 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 	 * switch anticipation off for a whole window of messages. */
 	if (iv[c->n * 9 / 10] - iv[c->n / 10] > med / 2)
 		return false;
-	/* The window covers the earliest interval seen to the second latest
-	 * (the latest is taken for an outlier): what the tail needs. */
+	/* The window covers every interval seen: what the tail needs. */
 	lo = iv[0];
-	hi = iv[c->n - 2];
+	hi = iv[c->n - 1];
 	budget = med / RDMAQ_CAD_BUDGET_DIV;
 	if (budget > RDMAQ_CAD_MAX_SPIN_NS)
 		budget = RDMAQ_CAD_MAX_SPIN_NS;
 	due = c->last_stamp + c->offset;
-	guard = RDMAQ_CAD_GUARD_NS + (hi - lo) / 8;
+	guard = RDMAQ_CAD_GUARD_NS + (hi - lo) / 4;
 	w->spin_from = due + lo - guard;
 	w->spin_until = due + hi + guard;
 	if (w->spin_until - w->spin_from > budget)
@@ -99,7 +98,7 @@ void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke)
 
 int64_t rdmaq_cadence_margin(const struct rdmaq_cadence *c)
 {
-	return c->late + 2 * c->late_dev;
+	return c->late + 3 * c->late_dev;
 }
 
 void rdmaq_cadence_preempted(struct rdmaq_cadence *c)

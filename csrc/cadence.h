@@ -27,7 +27,7 @@
 #define RDMAQ_CAD_MIN_IV_NS	30000LL		/* faster: the adaptive spin covers it */
 #define RDMAQ_CAD_MAX_IV_NS	2000000000LL	/* slower: not worth a window */
 #define RDMAQ_CAD_GUARD_NS	15000LL		/* margin each side of the window */
-#define RDMAQ_CAD_BUDGET_DIV	8	/* spin at most 1/8 of the interval per message */
+#define RDMAQ_CAD_BUDGET_DIV	6	/* spin at most 1/6 of the interval per message */
 #define RDMAQ_CAD_MAX_SPIN_NS	1000000LL
 #define RDMAQ_CAD_MAX_LATE_NS	500000LL
 #define RDMAQ_CAD_BACKOFF_MAX	1024U

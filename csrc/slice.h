@@ -39,9 +39,15 @@ struct rdmaq_sched_attr {
 	uint32_t sched_util_max;
 };
 
+enum rdmaq_slice_mode {
+	RDMAQ_SLICE_RESTORE,	/* short while blocked, the thread's own slice back after waking */
+	RDMAQ_SLICE_KEEP,	/* short from the first block on */
+	RDMAQ_SLICE_REQUEUE,	/* short from the first block on, re-applied before each block */
+};
+
 struct rdmaq_slice {
 	uint32_t want_ns;	/* 0: never ask */
-	bool restore;		/* give the thread its own slice back after waking */
+	enum rdmaq_slice_mode mode;
 	bool applied;		/* asked for in the current block */
 	struct rdmaq_sched_attr saved;
 };

@@ -105,11 +105,13 @@ def _wait_config(ffi, spin_us, slice_us, anticipate, keep_slice):
         raise ValueError(f"slice_us must be 0 (off) or 100..100000, got {slice_us}")
     if anticipate is None:
         anticipate = bool(_env_int("RDMAQ_ANTICIPATE", 1))
+    mode = {"restore": 0, "keep": 1, "requeue": 2}
     if keep_slice is None:
-        keep_slice = bool(_env_int("RDMAQ_KEEP_SLICE", 0))
+        env = os.environ.get("RDMAQ_SLICE_MODE")
+        keep_slice = mode[env] if env in mode else bool(_env_int("RDMAQ_KEEP_SLICE", 0))
     if not isinstance(anticipate, bool):
         raise TypeError(f"anticipate must be a bool, got {type(anticipate).__name__}")
-    if not isinstance(keep_slice, bool):
+    if not isinstance(keep_slice, (bool, int)):
         raise TypeError(f"keep_slice must be a bool, got {type(keep_slice).__name__}")
     return ffi.new("struct rdmaq_wait_config *", {
         "spin_ns": spin_us * 1000,
