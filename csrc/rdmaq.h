@@ -64,7 +64,7 @@ struct rdmaq_wait_config {
 	uint32_t spin_ns;	/* longest adaptive busy-wait before blocking */
 	uint32_t slice_ns;	/* scheduler slice to ask for while blocked: 0 off, else 100 µs..100 ms */
 	uint32_t anticipate;	/* readers: nap, then spin through windows predicted from the cadence */
-	uint32_t keep_slice;	/* keep the short slice after waking instead of restoring the thread's own */
+	uint32_t restore_slice;	/* give the thread its own slice back after each wake-up (default: keep the short one) */
 	uint32_t main_returns;	/* on the main thread, return -EINTR every 100 ms while blocked */
 };
 

@@ -41,7 +41,7 @@ static void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_o
 		.spin_max_ns = spin_ns,
 		.spin_ns = spin_ns,
 		.anticipate = true,
-		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS, .mode = RDMAQ_SLICE_RESTORE },
+		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
 		.stats = stats,
 	};
 	stats->slice_ns = rdmaq_slice_effective(&wt->slice);
@@ -56,10 +56,7 @@ static int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wa
 	wt->spin_ns = wc->spin_ns;
 	wt->anticipate = wc->anticipate != 0;
 	wt->main_returns = wc->main_returns != 0;
-	if (wc->keep_slice > RDMAQ_SLICE_REQUEUE)
-		return rdmaq_set_err(-EINVAL, "slice mode must be 0..%d, got %u", RDMAQ_SLICE_REQUEUE,
-				     wc->keep_slice);
-	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .mode = wc->keep_slice };
+	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
 	wt->stats->slice_ns = rdmaq_slice_effective(&wt->slice);
 	return 0;
 }

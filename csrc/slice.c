@@ -83,16 +83,10 @@ int rdmaq_slice_enter(struct rdmaq_slice *s)
 	s->applied = false;
 	if (!s->want_ns || state < 0)
 		return 0;
-	if (s->mode == RDMAQ_SLICE_KEEP && rdmaq_thread_slice_ns == s->want_ns)
+	if (!s->restore && rdmaq_thread_slice_ns == s->want_ns)
 		return 1;
 	if (sched_getattr_self(&s->saved) || !fair_policy(s->saved.sched_policy))
 		return 0;	/* SCHED_IDLE, real-time, ...: the caller chose; leave it */
-	if (s->mode == RDMAQ_SLICE_REQUEUE && s->saved.sched_runtime == s->want_ns) {
-		/* Same slice again is a no-op for the kernel: go through the default. */
-		if (sched_setattr_self(&s->saved, 0))
-			return 0;
-		s->saved.sched_runtime = 0;
-	}
 	if (state == 0) {
 		ret = slice_probe_locked(&s->saved, s->want_ns);
 		__atomic_store_n(&rdmaq_slice_state, ret > 0 ? 1 : ret, __ATOMIC_RELEASE);
@@ -106,7 +100,7 @@ int rdmaq_slice_enter(struct rdmaq_slice *s)
 		return 0;
 	}
 	s->applied = true;
-	rdmaq_thread_slice_ns = s->mode == RDMAQ_SLICE_RESTORE ? 0 : s->want_ns;
+	rdmaq_thread_slice_ns = s->restore ? 0 : s->want_ns;
 	return 1;
 }
 
@@ -115,7 +109,7 @@ void rdmaq_slice_leave(struct rdmaq_slice *s)
 	if (!s->applied)
 		return;
 	s->applied = false;
-	if (s->mode == RDMAQ_SLICE_RESTORE && s->saved.sched_runtime != s->want_ns)
+	if (s->restore && s->saved.sched_runtime != s->want_ns)
 		sched_setattr_self(&s->saved, s->saved.sched_runtime);
 }
 

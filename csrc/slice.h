@@ -8,9 +8,11 @@
  * own, shorter slice through sched_attr.sched_runtime, without privilege,
  * and a woken task with a shorter slice preempts the running one
  * (PREEMPT_SHORT).  So a waiter asks for a short slice just before it
- * blocks and, by default, gives the thread its own slice back once it
- * runs again: the thread is a vLLM worker that runs the model step next,
- * and a short slice while *running* means more preemption points.
+ * first blocks, and by default keeps it.  Giving the thread its own slice
+ * back after each wake-up (restore) was measured too (docs/benchmarks.md):
+ * a reader that is then preempted by a sibling woken on its CPU queues
+ * behind the CPU hogs for a whole slice, and at a 1 ms pace that left
+ * 3 ms tails where keeping the short slice had 0.1-0.2 ms.
  *
  * Older kernels ignore sched_runtime for SCHED_OTHER; that is detected
  * once per process and the request is then silently off (stats and
@@ -39,15 +41,9 @@ struct rdmaq_sched_attr {
 	uint32_t sched_util_max;
 };
 
-enum rdmaq_slice_mode {
-	RDMAQ_SLICE_RESTORE,	/* short while blocked, the thread's own slice back after waking */
-	RDMAQ_SLICE_KEEP,	/* short from the first block on */
-	RDMAQ_SLICE_REQUEUE,	/* short from the first block on, re-applied before each block */
-};
-
 struct rdmaq_slice {
 	uint32_t want_ns;	/* 0: never ask */
-	enum rdmaq_slice_mode mode;
+	bool restore;		/* the thread's own slice back after waking */
 	bool applied;		/* asked for in the current block */
 	struct rdmaq_sched_attr saved;
 };

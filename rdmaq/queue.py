@@ -95,7 +95,7 @@ def _env_int(name, default):
         raise ValueError(f"environment variable {name} must be an integer, got {v!r}") from None
 
 
-def _wait_config(ffi, spin_us, slice_us, anticipate, keep_slice):
+def _wait_config(ffi, spin_us, slice_us, anticipate, restore_slice):
     """struct rdmaq_wait_config from arguments, falling back on RDMAQ_* variables, then defaults."""
     spin_us = _env_int("RDMAQ_SPIN_US", DEFAULT_SPIN_US) if spin_us is None else spin_us
     _int_arg("spin_us", spin_us, 0, 1_000_000)
@@ -105,19 +105,17 @@ def _wait_config(ffi, spin_us, slice_us, anticipate, keep_slice):
         raise ValueError(f"slice_us must be 0 (off) or 100..100000, got {slice_us}")
     if anticipate is None:
         anticipate = bool(_env_int("RDMAQ_ANTICIPATE", 1))
-    mode = {"restore": 0, "keep": 1, "requeue": 2}
-    if keep_slice is None:
-        env = os.environ.get("RDMAQ_SLICE_MODE")
-        keep_slice = mode[env] if env in mode else bool(_env_int("RDMAQ_KEEP_SLICE", 0))
+    if restore_slice is None:
+        restore_slice = bool(_env_int("RDMAQ_RESTORE_SLICE", 0))
     if not isinstance(anticipate, bool):
         raise TypeError(f"anticipate must be a bool, got {type(anticipate).__name__}")
-    if not isinstance(keep_slice, (bool, int)):
-        raise TypeError(f"keep_slice must be a bool, got {type(keep_slice).__name__}")
+    if not isinstance(restore_slice, bool):
+        raise TypeError(f"restore_slice must be a bool, got {type(restore_slice).__name__}")
     return ffi.new("struct rdmaq_wait_config *", {
         "spin_ns": spin_us * 1000,
         "slice_ns": slice_us * 1000,
         "anticipate": int(anticipate),
-        "keep_slice": int(keep_slice),
+        "restore_slice": int(restore_slice),
         "main_returns": 1,  # so signal handlers run while a call blocks (see _Endpoint._call)
     })
 
@@ -155,8 +153,8 @@ class _Endpoint:
         self._c("stats")(self._ptr, s)
         return {k: getattr(s, k) for k, _ in self._ffi.typeof("struct rdmaq_stats").fields}
 
-    def _configure_wait(self, spin_us, slice_us, anticipate, keep_slice):
-        wc = _wait_config(self._ffi, spin_us, slice_us, anticipate, keep_slice)
+    def _configure_wait(self, spin_us, slice_us, anticipate, restore_slice):
+        wc = _wait_config(self._ffi, spin_us, slice_us, anticipate, restore_slice)
         self._check(self._c("set_wait")(self._ptr, wc), "wait configuration")
 
     @property
@@ -266,7 +264,7 @@ class Writer(_Endpoint):
 
     def __init__(self, n_readers, *, slot_bytes=DEFAULT_SLOT_BYTES, slots=DEFAULT_SLOTS,
                  max_message_bytes=DEFAULT_MAX_MESSAGE, transport="auto", spin_us=None,
-                 slice_us=None, keep_slice=None, **transport_options):
+                 slice_us=None, restore_slice=None, **transport_options):
         self._closed = True  # until the backend exists, for __del__
         _int_arg("n_readers", n_readers, 1, 256)
         _int_arg("slot_bytes", slot_bytes, 128, 1 << 30)
@@ -283,7 +281,7 @@ class Writer(_Endpoint):
             "max_message": max_message_bytes,
             "spin_ns": 0,
         }
-        wait_args = (spin_us, slice_us, False, keep_slice)
+        wait_args = (spin_us, slice_us, False, restore_slice)
         _wait_config(module.ffi, *wait_args)  # bad arguments fail before anything is created
         super().__init__(module.WriterBackend(config, **transport_options))
         self.n_readers = n_readers
@@ -337,7 +335,7 @@ class Reader(_Endpoint):
     _kind = "reader"
 
     def __init__(self, handle, index, *, spin_us=None, slice_us=None, anticipate=None,
-                 keep_slice=None, warm=None):
+                 restore_slice=None, warm=None):
         self._closed = True
         if not isinstance(handle, Handle):
             raise TypeError(f"not an rdmaq.Handle: {type(handle).__name__}")
@@ -345,7 +343,7 @@ class Reader(_Endpoint):
         if handle.transport not in ("shm", "verbs"):
             raise ValueError(f"handle is for unknown transport {handle.transport!r}")
         module = _backend_module(handle.transport)
-        wc = _wait_config(module.ffi, spin_us, slice_us, anticipate, keep_slice)
+        wc = _wait_config(module.ffi, spin_us, slice_us, anticipate, restore_slice)
         super().__init__(module.ReaderBackend(handle, index, wc.spin_ns))
         self.index = index
         self.transport = handle.transport
@@ -359,7 +357,7 @@ class Reader(_Endpoint):
         if warm is not False and not callable(warm):
             raise TypeError(f"warm must be a bool or a callable, got {type(warm).__name__}")
         self._warm = warm or None
-        self._configure_wait(spin_us, slice_us, anticipate, keep_slice)
+        self._configure_wait(spin_us, slice_us, anticipate, restore_slice)
 
     def get(self, timeout=None):
         """Next message as a bytearray the caller owns."""
