@@ -50,7 +50,7 @@ if [ "${RDMAQ_BENCH_VLLM:-1}" = 1 ]; then
         pip_q torch==2.13.0
     fi
     if ! "$PY" -c 'import vllm' 2>/dev/null; then
-        say "vLLM 0.33.0 without its dependencies (~40 MB download, ~0.2 GB installed)"
+        say "vLLM 0.33.0 without its dependencies (~0.9 GB installed)"
         pip_q --no-deps vllm==0.33.0
     fi
     pip_q packaging psutil pyzmq urllib3 regex
