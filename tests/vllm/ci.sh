@@ -18,9 +18,10 @@
 #
 # vLLM's test files come from its 0.33.0 sdist, fetched with pip into the
 # cache (never into this repo).  Every pytest run prints its skip reasons
-# (-rs).  The tier runs with a private $TMPDIR, removed at the end; its last
-# stage fails if the run left files behind (/dev/shm entries, ZMQ socket
-# files, vLLM file stores: tests/vllm/leftovers.py).
+# (-rs).  The tier runs with a private $TMPDIR, removed at the end, and as
+# root with a private /dev/shm; its last stage fails if the run left files
+# behind (/dev/shm entries, ZMQ socket files, vLLM file stores:
+# tests/vllm/leftovers.py).
 # Disk: ~6.5 GB under the cache (venv-mq ~3.1 GB, venv-cpu ~3.4 GB).
 # Exit status: non-zero if any stage failed.
 # Usage: tests/vllm/ci.sh [--no-e2e] [--rxe]
@@ -45,6 +46,18 @@ for arg in "$@"; do
     *) echo "usage: $0 [--no-e2e] [--rxe]" >&2; exit 2 ;;
   esac
 done
+
+# As root, the run gets a /dev/shm of its own (a tmpfs in a private mount
+# namespace): what its tests leave there is this run's alone, counted by the
+# last stage, and gone with the run even if it is killed; the host's /dev/shm
+# is never touched.  Otherwise the last stage checks the host's /dev/shm.
+if [[ ${RDMAQ_VLLM_OWN_SHM:-} != 1 && $EUID == 0 ]] && unshare -m --propagation private true 2>/dev/null; then
+  export RDMAQ_VLLM_OWN_SHM=1
+  exec unshare -m --propagation private sh -c \
+    'mount -t tmpfs -o mode=1777,size=50% rdmaq-vllm-shm /dev/shm ||
+       { echo "=== [vllm] cannot mount a private /dev/shm" >&2; exit 1; }
+     exec bash "$@"' sh "$0" "$@"
+fi
 
 # What venv-mq needs beyond vLLM: its MessageQueue imports (numpy ... regex),
 # the test harness (pytest, multiprocess), and the imports of
