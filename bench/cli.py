@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
 import sys
 import time
 
+from rdmaq.cli import ArgumentParser, fail, missing_package
 from rdmaq_bench import machine
 from rdmaq_bench.queues import ADAPTERS, make_adapter
 
@@ -74,9 +76,13 @@ def parse_cpus(s: str) -> list[int] | None:
     return sorted(cpus)
 
 
+PROG = "rdmaq bench"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="rdmaq bench",
+    p = ArgumentParser(
+        prog=PROG,
+        formatter_class=argparse.HelpFormatter,  # the help texts name their defaults
         description="One writer and N reader processes per queue (rdmaq shm, rdmaq verbs, vLLM's "
                     "MessageQueue), same harness: one-way latency (max over readers), throughput, "
                     "CPU time busy and idle, with optional CPU contention.")
@@ -177,6 +183,22 @@ def finish(result, args) -> None:
         print(f"# plot written to {args.plot}", file=sys.stderr)
 
 
+def _missing_packages(args) -> list[str]:
+    """Packages this run needs that are not installed (all are in the [bench] extra)."""
+    needs = [] if args.from_json else ["numpy"]  # the statistics; the runs need rdmaq only
+    if args.plot:
+        needs.append("matplotlib")
+    if args.tokenizer_attacker:
+        needs.append("tokenizers")
+    return [m for m in needs if importlib.util.find_spec(m) is None]
+
+
+def _check_output_path(parser, flag, path) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d) or not os.access(d, os.W_OK):
+        parser.error(f"{flag} {path}: directory {d} does not exist or is not writable")
+
+
 def _write_json(path, result) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
@@ -210,13 +232,23 @@ def main(argv=None) -> int:
         parser.error("--warmup must be >= 0")
     if args.idle_window < 0 or args.time_cap <= 0 or args.duration <= 0:
         parser.error("--idle-window must be >= 0, --time-cap and --duration > 0")
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path:
+            _check_output_path(parser, flag, path)
+    missing = _missing_packages(args)
+    if missing:
+        return fail(PROG, missing_package(missing[0], "bench"))
 
     if args.from_json:
-        with open(args.from_json) as f:
-            result = json.load(f)
-        if result.get("schema") != SCHEMA:
-            print(f"rdmaq bench: {args.from_json} is not a {SCHEMA} file", file=sys.stderr)
-            return 2
+        try:
+            with open(args.from_json) as f:
+                result = json.load(f)
+        except OSError as e:
+            parser.error(f"--from-json: cannot read {args.from_json}: {e.strerror}")
+        except ValueError as e:
+            parser.error(f"--from-json: {args.from_json} is not JSON: {e}")
+        if not isinstance(result, dict) or result.get("schema") != SCHEMA:
+            parser.error(f"--from-json: {args.from_json} is not a {SCHEMA} file")
         from rdmaq_bench.report import compute_ratios, evaluate_targets
 
         # recompute, so that a newer report module reads older files the same way

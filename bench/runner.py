@@ -16,8 +16,6 @@ import os
 import time
 from multiprocessing.connection import wait as mp_wait
 
-import psutil
-
 from rdmaq_bench import proc
 from rdmaq_bench.queues import make_adapter
 from rdmaq_bench.stats import analyze
@@ -86,13 +84,22 @@ def _cpu_s(pids):
     for pid in pids:
         v = _schedstat_s(pid)
         if v is None:
-            try:
-                t = psutil.Process(pid).cpu_times()
-                v = t.user + t.system
-            except psutil.Error:
-                v = float("nan")
+            v = _psutil_cpu_s(pid)
         out.append(v)
     return out
+
+
+def _psutil_cpu_s(pid):
+    """CPU seconds from psutil (clock ticks), for kernels without schedstat; NaN without psutil."""
+    try:
+        import psutil
+    except ImportError:
+        return float("nan")
+    try:
+        t = psutil.Process(pid).cpu_times()
+        return t.user + t.system
+    except psutil.Error:
+        return float("nan")
 
 
 def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_s, progress,

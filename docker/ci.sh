@@ -134,8 +134,30 @@ context_tar() { # out
 	fi
 }
 
+# Services enabled at boot: the unit links under /etc/systemd/system/*.wants/.
+units_dir=/etc/systemd/system
+enabled_units() {
+	find "$units_dir" -path '*.wants/*' -type l 2>/dev/null | sort
+}
+
+# Installing docker.io/containerd enables docker.service, docker.socket and
+# containerd.service at boot; this CI runs a private dockerd instead. Remove
+# the links the install added, so the host's services stay as they were.
+restore_units() { # units_before
+	local link
+	comm -13 <(printf '%s\n' "$1") <(enabled_units) | while read -r link; do
+		[ -n "$link" ] || continue
+		say "disabling what the install enabled: ${link#"$units_dir"/}"
+		rm -f "$link"
+	done
+	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+		systemctl daemon-reload || true
+	fi
+}
+
 # What a dockerd could leave on the host: links (docker0, veths), firewall
-# rules, daemons, mounts. Compared before and after; a difference fails CI.
+# rules, daemons, mounts, services enabled at boot. Compared before and after;
+# a difference fails CI.
 host_state() {
 	ip -o link show | awk -F': ' '{print "link " $2}' | sort
 	if command -v iptables-save >/dev/null; then
@@ -144,6 +166,7 @@ host_state() {
 	pgrep -x dockerd | sed 's/^/dockerd /'
 	pgrep -x containerd | sed 's/^/containerd /'
 	findmnt -rn -o TARGET | grep -E '/docker|rdmaq-dockerd' | sed 's/^/mount /'
+	enabled_units | sed 's/^/enabled-at-boot /'
 }
 
 # --- 0. checks and host packages ---------------------------------------------
@@ -163,10 +186,13 @@ if [ "$mode" = docker ]; then
 		# would add docker0 and iptables rules; we run a private one.
 		policy=
 		[ -e /usr/sbin/policy-rc.d ] || { policy=/usr/sbin/policy-rc.d; printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; }
+		units_before=$(enabled_units)
+		say "apt-get install ${missing[*]} (docker.io, containerd, runc: ~65 MB download, ~260 MB installed)"
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends "${missing[@]}" >&2
 		rc=$?
 		[ -n "$policy" ] && rm -f "$policy"
+		restore_units "$units_before"
 		[ $rc = 0 ] || exit 1
 	fi
 fi
@@ -225,10 +251,10 @@ stop_dockerd
 # Only what is new counts: what vanished meanwhile was someone else's.
 left=$(comm -13 <(echo "$state_before" | sort) <(host_state | sort))
 if [ -n "$left" ]; then
-	say "FAIL: left on the host (links, iptables rules, daemons or mounts):"
+	say "FAIL: left on the host (links, iptables rules, daemons, mounts or services enabled at boot):"
 	echo "$left" >&2
 	[ $rc = 0 ] && rc=1
 else
-	say "host unchanged: no new links, iptables rules, docker daemons or mounts"
+	say "host unchanged: no new links, iptables rules, docker daemons, mounts or services enabled at boot"
 fi
 exit $rc

@@ -117,7 +117,7 @@ if [ "${RDMAQ_SKIP_PERFTEST:-0}" != 1 ]; then
 fi
 
 # --- 3. tests -----------------------------------------------------------------
-[ $# -gt 0 ] || set -- python -m pytest -q -p no:cacheprovider --transport verbs tests/core tests/verbs
+[ $# -gt 0 ] || set -- python -m pytest -q -rs -p no:cacheprovider --transport verbs tests/core tests/verbs
 log "running: $*"
 "$@"
 rc=$?

@@ -71,7 +71,7 @@ if command -v docker-compose >/dev/null; then
 	say "docker-compose run: exit $rc in $(secs "$t") s"
 	t=$(now)
 	docker_run -e RDMAQ_SKIP_PERFTEST=1 "$image" \
-		python -m pytest -q -p no:cacheprovider --transport verbs tests/core/test_objects.py
+		python -m pytest -q -rs -p no:cacheprovider --transport verbs tests/core/test_objects.py
 	rc_run=$?
 	say "docker run (README flags, short check): exit $rc_run in $(secs "$t") s"
 	[ $rc = 0 ] && rc=$rc_run
@@ -89,7 +89,7 @@ if [ "${RDMAQ_DOCKER_CREATE_CHECK:-1}" = 1 ]; then
 	for dev in rxe0 rxe1; do rdma link delete "$dev" || say "cannot delete $dev"; done
 	"$docker" run --rm --privileged --network host -v /lib/modules:/lib/modules:ro \
 		--shm-size 1g -e RDMAQ_RXE_NETDEV=veth0 -e RDMAQ_SKIP_PERFTEST=1 "$image" \
-		python -m pytest -q -p no:cacheprovider --transport verbs tests/core/test_objects.py
+		python -m pytest -q -rs -p no:cacheprovider --transport verbs tests/core/test_objects.py
 	rc_create=$?
 	say "privileged docker run creating rxe0: exit $rc_create in $(secs "$t") s"
 	rdma link

@@ -37,11 +37,22 @@ def _sanitize_flags():
     return [f"-fsanitize={s}", "-fno-omit-frame-pointer"] if s else []
 
 
+VERBS_INCLUDE_DIRS = ("/usr/include", "/usr/local/include")
+
+
+def verbs_skip_reason():
+    """None when the verbs extension can be built here, else why it is not."""
+    if os.environ.get("RDMAQ_NO_VERBS") == "1":
+        return "RDMAQ_NO_VERBS=1 is set"
+    if not any(os.path.exists(os.path.join(d, "infiniband", "verbs.h")) for d in VERBS_INCLUDE_DIRS):
+        return (f"libibverbs headers not found (no infiniband/verbs.h in {', '.join(VERBS_INCLUDE_DIRS)}): "
+                "install libibverbs-dev (Debian/Ubuntu; rdma-core-devel on Fedora/RHEL), then "
+                "reinstall rdmaq")
+    return None
+
+
 def have_verbs():
-    return any(
-        os.path.exists(os.path.join(d, "infiniband", "verbs.h"))
-        for d in ("/usr/include", "/usr/local/include")
-    ) and os.environ.get("RDMAQ_NO_VERBS") != "1"
+    return verbs_skip_reason() is None
 
 
 def _builder(module, headers, sources, libraries):

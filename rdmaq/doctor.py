@@ -5,7 +5,6 @@ imports, else /sys/class/infiniband), checks the memlock limit that memory
 registration needs, whether SoftRoCE (rdma_rxe) could be loaded, and which
 rdmaq transports are usable, with advice for each gap.
 """
-import argparse
 import json
 import os
 import platform
@@ -176,18 +175,35 @@ def rxe_status():
     return st
 
 
-def transports(devices):
-    active = [(d["name"], p["port"]) for d in devices for p in d["ports"] if p["state"] == "ACTIVE"]
-    shm_ok = os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+def verbs_extension():
+    """(None, None) when rdmaq's verbs extension imports, else (why, the fix)."""
     try:
         import rdmaq._verbs  # noqa: F401
 
-        ext, ext_why = True, None
-    except ImportError as e:
-        ext, ext_why = False, str(e)
+        return None, None
+    except ModuleNotFoundError as e:
+        if e.name != "rdmaq._rdmaq_verbs":
+            raise
+        # setup.py builds it only where libibverbs' headers exist, and says so when it skips it.
+        return ("rdmaq was built without its verbs extension (rdmaq._rdmaq_verbs): libibverbs "
+                "headers were missing (or RDMAQ_NO_VERBS=1 was set) when it was built",
+                "install libibverbs-dev (Debian/Ubuntu; rdma-core-devel on Fedora/RHEL), then "
+                "reinstall rdmaq so that it builds the extension: pip install --force-reinstall "
+                "--no-deps --no-cache-dir rdmaq (from a checkout: pip install --force-reinstall "
+                "--no-deps .)")
+    except ImportError as e:  # built, but libibverbs itself does not load
+        return (f"rdmaq's verbs extension does not load: {e}",
+                "install the libibverbs runtime and its providers (Debian/Ubuntu: libibverbs1 "
+                "ibverbs-providers; Fedora/RHEL: rdma-core libibverbs)")
+
+
+def transports(devices):
+    active = [(d["name"], p["port"]) for d in devices for p in d["ports"] if p["state"] == "ACTIVE"]
+    shm_ok = os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+    ext_why, _ = verbs_extension()
     verbs_why = None
-    if not ext:
-        verbs_why = f"extension rdmaq._rdmaq_verbs unavailable: {ext_why}"
+    if ext_why:
+        verbs_why = ext_why
     elif not active:
         verbs_why = "no ACTIVE RDMA port"
     return {
@@ -218,6 +234,9 @@ def collect():
 
 def advice(rep):
     out = []
+    _, ext_fix = verbs_extension()
+    if ext_fix:  # first: without the extension no device helps
+        out.append(f"For the verbs transport, {ext_fix}")
     if not rep["kernel_rdma"]:
         out.append("This kernel has no RDMA support (no /sys/class/infiniband): transport='verbs' "
                    "cannot work here. Use transport='shm' on one host, or run the verbs tests in the "
@@ -241,9 +260,6 @@ def advice(rep):
     if not rep["memlock"]["ok"] and rep["devices"]:
         out.append(f"RLIMIT_MEMLOCK is {rep['memlock']['soft']}: memory registration pins every ring; "
                    "raise it (ulimit -l unlimited; containers: --ulimit memlock=-1)")
-    v = rep["transports"]["verbs"]
-    if rep["devices"] and not v["usable"] and v["why"] and "extension" in v["why"]:
-        out.append("Install libibverbs-dev and rebuild rdmaq (pip install -e .) to get the verbs transport")
     if rep["pyverbs"] != "ok":
         out.append(f"pyverbs: {rep['pyverbs']} (only needed for this report; sysfs was used)")
     return out
@@ -283,7 +299,10 @@ def render(rep):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="rdmaq doctor", description=__doc__.splitlines()[0])
+    from rdmaq.cli import ArgumentParser
+
+    ap = ArgumentParser(prog="rdmaq doctor",
+                        description="What RDMA this machine has, and which rdmaq transports work.")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     args = ap.parse_args(argv)
     rep = collect()

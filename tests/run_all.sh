@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh machine: installs what it needs
 # (apt + pip, downloads cached under ~/.cache), then runs every tier:
 #   core      C core + shm transport + Python API (incl. ASan/UBSan/TSan builds);
-#             tests/core over shm (the verbs tier runs it over verbs)
+#             tests/core over shm (the verbs tier runs it over verbs); tests/cli
+#             (the rdmaq command, the build's messages, the tier scripts)
 #   verbs     tests/core's shared tests over verbs + tests/verbs, on real
 #             SoftRoCE inside a QEMU VM (tests/rxe)
 #   docker    the containerized SoftRoCE run (docker/): image built here,
@@ -10,6 +11,7 @@
 #   vllm      vLLM's own MessageQueue tests against rdmaq + a TP=2 serve
 #   bench     benchmark harness smoke test (benchmarks disabled)
 # Usage: tests/run_all.sh [TIER...]   (default: all of them, in this order)
+# Every pytest run prints its skip reasons (-rs).  Disk and time: README.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -22,6 +24,7 @@ declare -A RESULT
 FAILED=0
 
 stage() { printf '\n==== %s ==== (%s)\n' "$*" "$(date +%T)"; }
+note() { printf '  run_all: %s\n' "$*"; }
 
 apt_install() {
 	local missing=()
@@ -39,7 +42,10 @@ setup_venv() {
 	apt_install gcc libc6-dev libibverbs-dev librdmacm-dev rdma-core ibverbs-providers util-linux
 	[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || return 1
 	# torch first, pinned, so nothing ever pulls a CUDA build
+	"$VENV/bin/python" -c 'import torch' 2>/dev/null ||
+		note "installing torch 2.13.0+cpu (a 183 MB wheel; ~0.9 GB installed with its dependencies)"
 	"$VENV/bin/pip" install -q torch==2.13.0 || return 1
+	note "installing rdmaq editable (compiles csrc/) with its [test] extra (pytest, hypothesis, numpy, psutil; ~60 MB)"
 	"$VENV/bin/pip" install -q -e "$ROOT[test]" || return 1
 	"$VENV/bin/python" -c "import rdmaq, rdmaq._rdmaq; print('rdmaq', rdmaq.__version__, 'built')"
 }
@@ -48,7 +54,7 @@ run_tier() {
 	local tier=$1 t0=$SECONDS rc
 	case $tier in
 	core)	stage "core tests"
-		"$VENV/bin/python" -m pytest -q -p no:cacheprovider --transport shm tests/core ;;
+		"$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider --transport shm tests/core tests/cli ;;
 	verbs)	stage "verbs tests in the SoftRoCE VM"
 		PATH="$VENV/bin:$PATH" RDMAQ_VENV=$VENV bash tests/rxe/ci.sh ;;
 	vllm)	stage "vLLM tests"

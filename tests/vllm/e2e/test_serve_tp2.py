@@ -13,16 +13,24 @@ What is checked:
   moving messages, and the shm run wrote none;
 * offline ``LLM(...)`` with ``VLLM_DISTRIBUTED_IPC=rdmaq`` (fork start method)
   gives the same completions and also runs on rdmaq.
+
+Servers are stopped as an operator would (SIGTERM, then a grace period, SIGKILL
+only for what is still alive after it).  Each run gets a private $TMPDIR (ZMQ
+socket files, vLLM's file store), removed afterwards; /dev/shm entries it left
+(vLLM SIGKILLs its EngineCore, whose buffers then stay) are removed too, and
+none of them may be rdmaq's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import urllib.error
@@ -30,6 +38,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import leftovers  # noqa: E402
 
 pytest.importorskip("vllm")
 if not (Path(sys.executable).parent / "vllm").exists():
@@ -50,6 +61,8 @@ START_TIMEOUT_S = float(os.environ.get("RDMAQ_E2E_START_TIMEOUT", "300"))
 # vllm serve SIGKILLs its EngineCore on shutdown, so the queues' stats files
 # are what their daemon thread last wrote: let it catch up before stopping.
 STATS_INTERVAL_S = 0.5
+# SIGTERM -> vLLM shuts its engine and workers down; SIGKILL after this long.
+STOP_GRACE_S = 60
 
 
 def _free_port() -> int:
@@ -58,9 +71,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env(stats_dir: Path | None) -> dict:
+def _env(stats_dir: Path | None, run_tmp: Path) -> dict:
     env = dict(os.environ)
     env.update(
+        # socket files and file stores in a directory of this run's own (short:
+        # a unix socket path has at most 107 bytes)
+        TMPDIR=str(run_tmp),
+        VLLM_RPC_BASE_PATH=str(run_tmp),
         VLLM_CPU_KVCACHE_SPACE="1",
         # 2 TP workers need 2 OMP bindings; without them vLLM refuses to start
         # ("Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers").
@@ -101,22 +118,54 @@ def _post(url: str, body: dict, timeout: float = 120) -> dict:
         return json.loads(resp.read())
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGINT the server, then SIGKILL its whole session if it lingers."""
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM the server (vLLM then stops its engine and workers), wait for its
+    whole session to exit, and SIGKILL only what is left after the grace period."""
     if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        if proc.poll() is not None:  # the leader is gone; its children are leaving
+            time.sleep(0.2)
+            continue
         try:
-            os.killpg(proc.pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=60)
+            proc.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
             pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # stragglers of the session
-    except ProcessLookupError:
-        pass
+    if _group_alive(proc.pid):
+        print(f"[e2e] pid {proc.pid}'s session still alive {grace_s:.0f}s after SIGTERM: SIGKILL")
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.wait(timeout=30)
+
+
+class _RunFiles:
+    """A private $TMPDIR for one vLLM run, and the /dev/shm entries it leaves."""
+
+    def __init__(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="e2e-"))
+        self.shm_before = leftovers.shm_entries()
+
+    def clean(self) -> list[str]:
+        """Remove what the stopped run left; return those paths."""
+        left = leftovers.left_behind(self.shm_before, [self.tmp])
+        leftovers.remove(left)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        if left:
+            print(f"[e2e] removed what the stopped run left: {left}")
+        rdmaq_left = [p for p in left if os.path.basename(p).startswith("rdmaq")]
+        assert not rdmaq_left, f"rdmaq left shared memory behind: {rdmaq_left}"
+        return left
 
 
 def _serve_and_complete(
@@ -141,12 +190,13 @@ def _serve_and_complete(
     ]
     base = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
+    files = _RunFiles()
     with open(log, "w") as logf:
         proc = subprocess.Popen(
             cmd,
             stdout=logf,
             stderr=subprocess.STDOUT,
-            env=_env(stats_dir),
+            env=_env(stats_dir, files.tmp),
             start_new_session=True,  # our own process group: killable as one
         )
     try:
@@ -195,6 +245,7 @@ def _serve_and_complete(
         return texts
     finally:
         _stop(proc)
+        files.clean()
 
 
 def _tail(path: Path, n: int = 60) -> str:
@@ -275,7 +326,8 @@ OFFLINE = textwrap.dedent(
 
 def test_offline_llm_env_var(model_dir, shm_run, tmp_path):
     stats = tmp_path / "stats"
-    env = _env(stats)
+    files = _RunFiles()
+    env = _env(stats, files.tmp)
     env["VLLM_DISTRIBUTED_IPC"] = "rdmaq"
     env["VLLM_WORKER_MULTIPROC_METHOD"] = "fork"  # the offline default, explicit
     proc = subprocess.Popen(
@@ -290,11 +342,8 @@ def test_offline_llm_env_var(model_dir, shm_run, tmp_path):
     try:
         stdout, stderr = proc.communicate(timeout=600)
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # EngineCore/workers left behind
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        _stop(proc)  # the script has exited; its EngineCore/workers get the same grace
+        files.clean()
     proc.stdout, proc.stderr = stdout, stderr
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, (

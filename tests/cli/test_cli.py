@@ -1,0 +1,155 @@
+"""The `rdmaq` command as a user meets it: exit status 0 done, 1 failed run, 2 bad
+arguments; every error is one line on stderr, never a traceback.
+
+Runs the installed console script (the one `pip install .` puts beside this Python).
+A package that is "not installed" is simulated by a None entry in sys.modules,
+which makes its import fail exactly as a missing package does.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from transports import why_no_verbs
+
+REPO = Path(__file__).resolve().parents[2]
+RDMAQ = Path(sys.executable).parent / "rdmaq"
+HANG_GUARD_S = 300  # a hang fails the test; it is no time assertion
+
+
+def run(*argv, block=(), env=None):
+    """Run `rdmaq ARGV`; `block` names modules made unimportable in the command's process."""
+    if block:
+        code = ("import sys\n"
+                + "".join(f"sys.modules[{m!r}] = None\n" for m in block)
+                + "from rdmaq.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+        cmd = [sys.executable, "-c", code, *argv]
+    else:
+        assert RDMAQ.exists(), f"no rdmaq console script beside {sys.executable}"
+        cmd = [str(RDMAQ), *argv]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S,
+                          env={**os.environ, **(env or {})})
+
+
+def one_line_error(p, status, prog, *words):
+    err = p.stderr.strip()
+    assert p.returncode == status, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr and len(err.splitlines()) == 1, p.stderr
+    assert err.startswith(f"{prog}: "), err
+    for w in words:
+        assert w in err, err
+    return err
+
+
+def test_demo_runs_and_checks_every_message():
+    p = run("demo", "--readers", "2", "--messages", "300", "--size", "100", "--transport", "shm")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("all messages intact and in order") == 2, p.stdout
+    assert "transport=shm readers=2 messages=300 size=100 B" in p.stdout
+    assert p.stderr == ""
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["demo", "--readers", "0"], ["--readers", "must be >= 1, got 0"]),
+    (["demo", "--messages", "-5"], ["--messages", "must be >= 1, got -5"]),
+    (["demo", "--messages", "ten"], ["--messages", "not an integer: 'ten'"]),
+    (["demo", "--size", "0"], ["--size", "got 0"]),
+    (["demo", "--readers", "100000"], ["n_readers", "100000"]),
+    (["demo", "--transport", "tcp"], ["--transport", "invalid choice: 'tcp'"]),
+    (["demo", "--no-such-flag"], ["unrecognized arguments: --no-such-flag"]),
+    (["bench", "--readers", "0"], ["bad readers list"]),
+    (["bench", "--queues", "tcp"], ["unknown queue 'tcp'"]),
+    (["bench", "--from-json", "/nonexistent/r.json"], ["--from-json", "cannot read",
+                                                       "No such file or directory"]),
+    (["bench", "--json", "/nonexistent/r.json"], ["--json", "/nonexistent", "does not exist"]),
+    (["doctor", "--bogus"], ["unrecognized arguments: --bogus"]),
+])
+def test_bad_arguments_exit_2_with_one_line(argv, words):
+    one_line_error(run(*argv), 2, f"rdmaq {argv[0]}", *words)
+
+
+def test_unknown_command_exits_2():
+    one_line_error(run("frobnicate"), 2, "rdmaq", "invalid choice: 'frobnicate'")
+
+
+def test_bench_from_json_refuses_other_files(tmp_path):
+    garbage = tmp_path / "x.json"
+    garbage.write_text("not json {")
+    one_line_error(run("bench", "--from-json", str(garbage)), 2, "rdmaq bench", "is not JSON")
+    garbage.write_text(json.dumps({"schema": "something-else"}))
+    one_line_error(run("bench", "--from-json", str(garbage)), 2, "rdmaq bench",
+                   "is not a rdmaq-bench/1 file")
+
+
+@pytest.mark.skipif(why_no_verbs() is None, reason="this machine can run verbs")
+def test_demo_verbs_without_rdma_fails_with_one_line():
+    err = one_line_error(run("demo", "--transport", "verbs", "--readers", "1"), 1, "rdmaq demo",
+                         "cannot create a verbs writer")
+    assert "rdmaq doctor" in err
+
+
+def test_help_is_plain_text_with_defaults():
+    for argv in (["demo", "--help"], ["doctor", "--help"], ["--help"], ["bench", "--help"]):
+        p = run(*argv)
+        assert p.returncode == 0 and p.stderr == "", (argv, p.stderr)
+        assert "``" not in p.stdout, p.stdout
+    demo = run("demo", "--help").stdout
+    for default in ("(default: 4)", "(default: 10000)", "(default: 2048)", "(default: auto)"):
+        assert default in demo, demo
+
+
+def test_bench_without_numpy_names_the_extra():
+    p = run("bench", "--quick", "--queues", "rdmaq-shm", block=["numpy"])
+    one_line_error(p, 1, "rdmaq bench", "'numpy'", 'pip install "rdmaq[bench]"')
+
+
+def test_bench_plot_without_matplotlib_names_the_extra(tmp_path):
+    p = run("bench", "--quick", "--queues", "rdmaq-shm", "--plot", str(tmp_path / "p.png"),
+            block=["matplotlib"])
+    one_line_error(p, 1, "rdmaq bench", "'matplotlib'", 'pip install "rdmaq[bench]"')
+
+
+def test_bench_measures_rdmaq_without_psutil_or_matplotlib(tmp_path):
+    out = tmp_path / "r.json"
+    p = run("bench", "--queues", "rdmaq-shm", "--readers", "1", "--sizes", "64", "--pace", "0",
+            "--messages", "50", "--warmup", "5", "--idle-window", "0.2", "--json", str(out),
+            block=["psutil", "matplotlib"])
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    cell, = json.loads(out.read_text())["cells"]
+    assert cell["queue"] == "rdmaq-shm" and cell["error"] is None
+    assert cell["subruns"][0]["measured"] == 50
+
+
+def test_doctor_names_the_fix_when_the_verbs_extension_is_missing():
+    p = run("doctor", block=["rdmaq._rdmaq_verbs"])
+    assert p.returncode == 0, p.stderr  # shm still works
+    out = p.stdout
+    assert "verbs: NOT usable: rdmaq was built without its verbs extension" in out, out
+    advice = out.split("Advice:", 1)[1].strip().splitlines()
+    # the fix comes first, before anything about the kernel or devices
+    assert "libibverbs-dev" in advice[0] and "reinstall rdmaq" in advice[0], advice
+
+
+def test_build_says_when_it_skips_verbs():
+    pytest.importorskip("setuptools", reason="setup.py needs setuptools in this venv")
+    p = subprocess.run([sys.executable, "setup.py", "--name"], cwd=REPO, capture_output=True,
+                       text=True, timeout=HANG_GUARD_S, env={**os.environ, "RDMAQ_NO_VERBS": "1"})
+    assert p.returncode == 0, p.stderr
+    assert ("WARNING: rdmaq: building without the verbs transport (rdmaq._rdmaq_verbs): "
+            "RDMAQ_NO_VERBS=1 is set") in p.stderr, p.stderr
+
+
+def test_build_names_the_missing_headers(tmp_path, monkeypatch):
+    from rdmaq import _build
+
+    monkeypatch.delenv("RDMAQ_NO_VERBS", raising=False)
+    monkeypatch.setattr(_build, "VERBS_INCLUDE_DIRS", (str(tmp_path),))
+    why = _build.verbs_skip_reason()
+    assert "libibverbs headers not found" in why and "libibverbs-dev" in why, why
+    (tmp_path / "infiniband").mkdir()
+    (tmp_path / "infiniband" / "verbs.h").write_text("")
+    assert _build.verbs_skip_reason() is None
