@@ -44,7 +44,6 @@ static void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_o
 		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
 		.stats = stats,
 	};
-	stats->slice_ns = rdmaq_slice_effective(&wt->slice);
 }
 
 static int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc)
@@ -57,7 +56,6 @@ static int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wa
 	wt->anticipate = wc->anticipate != 0;
 	wt->main_returns = wc->main_returns != 0;
 	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
-	wt->stats->slice_ns = rdmaq_slice_effective(&wt->slice);
 	return 0;
 }
 
@@ -364,6 +362,7 @@ void rdmaq_writer_destroy(struct rdmaq_writer *w)
 void rdmaq_writer_stats(const struct rdmaq_writer *w, struct rdmaq_stats *out)
 {
 	*out = w->stats;
+	out->slice_ns = rdmaq_slice_effective(&w->waiter.slice);
 }
 
 void rdmaq_writer_trace(const struct rdmaq_writer *w, struct rdmaq_trace *out)
@@ -624,6 +623,7 @@ void rdmaq_reader_destroy(struct rdmaq_reader *r)
 void rdmaq_reader_stats(const struct rdmaq_reader *r, struct rdmaq_stats *out)
 {
 	*out = r->stats;
+	out->slice_ns = rdmaq_slice_effective(&r->waiter.slice);
 }
 
 void rdmaq_reader_trace(const struct rdmaq_reader *r, struct rdmaq_trace *out)

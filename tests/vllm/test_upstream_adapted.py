@@ -312,10 +312,6 @@ def _can_mount_private_shm():
 
 @pytest.mark.skipif(not _can_mount_private_shm(),
                     reason="needs root and unshare -m to give a child a 1 MiB /dev/shm")
-@pytest.mark.xfail(strict=True, reason=(
-    "rdmaq sizes its shm rings with ftruncate alone, so a ring that /dev/shm cannot hold "
-    "is found by a SIGBUS on first write (csrc/shm.c shm_map: reserve the pages with "
-    "posix_fallocate, which fails with ENOSPC at creation)"))
 def test_queue_larger_than_dev_shm_fails_at_creation():
     """From test_check_shm_free_space_* and test_shm_ring_buffer_creation_checks_free_space
     (vLLM checks /dev/shm's free space before it creates a ring, so that an undersized

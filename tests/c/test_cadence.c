@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The cadence predictor on its own: one behaviour per test, fed with
+ * made-up writer stamps, no clock, no threads.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cadence.h"
+
+#define US 1000LL
+#define MS 1000000LL
+
+static int failures;
+
+#define CHECK(cond) do {							\
+	if (!(cond)) {								\
+		fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__,	\
+			__LINE__, __func__, #cond);				\
+		failures++;							\
+	}									\
+} while (0)
+
+/* `n` messages stamped `iv` apart, each seen `transit` after its stamp. */
+static int64_t feed(struct rdmaq_cadence *c, int64_t t, int n, int64_t iv, int64_t transit)
+{
+	for (int i = 0; i < n; i++) {
+		t += iv;
+		rdmaq_cadence_observe(c, t, t + transit);
+	}
+	return t;
+}
+
+static void test_no_window_before_enough_intervals(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, RDMAQ_CAD_MIN_SEEN, MS, 2 * US);	/* MIN_SEEN - 1 intervals */
+	CHECK(!rdmaq_cadence_window(&c, t + 10 * US, &w));
+	t = feed(&c, t, 1, MS, 2 * US);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+}
+
+static void test_steady_pace_predicts_the_next_message(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t, due;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, 20, MS, 2 * US);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	due = t + MS + 2 * US;	/* next stamp, in the reader's clock */
+	CHECK(w.spin_from <= due && due <= w.spin_until);
+	CHECK(w.sleep_until <= w.spin_from);
+	/* A steady writer needs only a short window, far below the budget. */
+	CHECK(w.spin_until - w.spin_from <= 2 * RDMAQ_CAD_GUARD_NS);
+}
+
+static void test_spin_is_bounded_by_the_budget(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t = 0;
+
+	rdmaq_cadence_init(&c);
+	/* Jittery but regular: 1.00 and 1.45 ms alternate (spread < half the median). */
+	for (int i = 0; i < 16; i++)
+		t = feed(&c, t, 1, i % 2 ? MS : MS + 450 * US, 2 * US);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	CHECK(w.spin_until - w.spin_from <= (MS + 450 * US) / RDMAQ_CAD_BUDGET_DIV);
+}
+
+static void test_irregular_pace_gets_no_window(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t = 0;
+
+	rdmaq_cadence_init(&c);
+	for (int i = 0; i < 32; i++)
+		t = feed(&c, t, 1, i % 2 ? 300 * US : 3 * MS, 2 * US);
+	CHECK(!rdmaq_cadence_window(&c, t + 10 * US, &w));
+}
+
+static void test_too_fast_or_too_slow_gets_no_window(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, 20, 10 * US, 1 * US);
+	CHECK(!rdmaq_cadence_window(&c, t, &w));
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, 20, 3000 * MS, 1 * US);
+	CHECK(!rdmaq_cadence_window(&c, t, &w));
+}
+
+static void test_late_reader_blocks_as_usual(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, 20, MS, 2 * US);
+	CHECK(!rdmaq_cadence_window(&c, t + 2 * MS, &w));
+}
+
+static void test_preempted_spin_backs_off_exponentially(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t;
+	int skipped;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, 20, MS, 2 * US);
+	for (int round = 0; round < 3; round++) {
+		uint32_t expect = c.backoff;
+
+		rdmaq_cadence_preempted(&c);
+		for (skipped = 0; !rdmaq_cadence_window(&c, t + 10 * US, &w); skipped++)
+			t = feed(&c, t, 1, MS, 2 * US);
+		CHECK(skipped == (int)expect);
+		CHECK(c.backoff == 2 * expect);
+	}
+}
+
+static void test_clean_windows_earn_the_backoff_back_slowly(void)
+{
+	struct rdmaq_cadence c;
+	uint32_t high;
+
+	rdmaq_cadence_init(&c);
+	rdmaq_cadence_preempted(&c);
+	rdmaq_cadence_preempted(&c);
+	high = c.backoff;
+	for (uint32_t i = 0; i < RDMAQ_CAD_CLEAN_RUN - 1; i++)
+		rdmaq_cadence_clean(&c);
+	CHECK(c.backoff == high);
+	rdmaq_cadence_clean(&c);
+	CHECK(c.backoff == high / 2);
+}
+
+static void test_late_naps_start_earlier(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window before, after;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, 20, MS, 2 * US);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &before));
+	for (int i = 0; i < 32; i++)
+		rdmaq_cadence_napped(&c, 0, 80 * US);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &after));
+	CHECK(after.spin_from == before.spin_from);
+	CHECK(before.sleep_until - after.sleep_until >= 60 * US);
+}
+
+static void test_transit_is_the_fastest_seen(void)
+{
+	struct rdmaq_cadence c;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, 10, MS, 300 * US);	/* found after wake-ups: late */
+	t = feed(&c, t, 1, MS, 3 * US);		/* found spinning */
+	CHECK(c.offset == 3 * US);
+	feed(&c, t, 10, MS, 300 * US);
+	/* Creeps up, slowly, so a clock step cannot pin it. */
+	CHECK(c.offset > 3 * US && c.offset < 4 * US);
+}
+
+int main(void)
+{
+	test_no_window_before_enough_intervals();
+	test_steady_pace_predicts_the_next_message();
+	test_spin_is_bounded_by_the_budget();
+	test_irregular_pace_gets_no_window();
+	test_too_fast_or_too_slow_gets_no_window();
+	test_late_reader_blocks_as_usual();
+	test_preempted_spin_backs_off_exponentially();
+	test_clean_windows_earn_the_backoff_back_slowly();
+	test_late_naps_start_earlier();
+	test_transit_is_the_fastest_seen();
+	printf("%s: cadence, %d failed checks\n", failures ? "FAIL" : "PASS", failures);
+	return failures != 0;
+}
