@@ -29,12 +29,18 @@ static int sched_getattr_self(struct rdmaq_sched_attr *a)
 	return 0;
 }
 
-static int sched_setattr_self(const struct rdmaq_sched_attr *cur, uint64_t runtime_ns)
+/*
+ * With `short_slice`, also reset-on-fork: the slice is for this waiting
+ * thread, not for the threads and processes it starts (they would inherit it).
+ */
+static int sched_setattr_self(const struct rdmaq_sched_attr *cur, uint64_t runtime_ns,
+			      bool short_slice)
 {
 	struct rdmaq_sched_attr a = {
 		.size = sizeof(a),
 		.sched_policy = cur->sched_policy,
-		.sched_flags = cur->sched_flags & RDMAQ_SCHED_FLAG_RESET_ON_FORK,
+		.sched_flags = (cur->sched_flags & RDMAQ_SCHED_FLAG_RESET_ON_FORK) |
+			       (short_slice ? RDMAQ_SCHED_FLAG_RESET_ON_FORK : 0),
 		.sched_nice = cur->sched_nice,
 		.sched_runtime = runtime_ns,
 	};
@@ -55,7 +61,7 @@ static int slice_probe_locked(const struct rdmaq_sched_attr *cur, uint32_t want_
 	struct rdmaq_sched_attr got;
 	int ret;
 
-	ret = sched_setattr_self(cur, want_ns);
+	ret = sched_setattr_self(cur, want_ns, true);
 	if (ret) {
 		snprintf(rdmaq_slice_why, sizeof(rdmaq_slice_why),
 			 "sched_setattr(sched_runtime=%u ns) refused: %s", want_ns, strerror(-ret));
@@ -91,12 +97,12 @@ int rdmaq_slice_enter(struct rdmaq_slice *s)
 		ret = slice_probe_locked(&s->saved, s->want_ns);
 		__atomic_store_n(&rdmaq_slice_state, ret > 0 ? 1 : ret, __ATOMIC_RELEASE);
 		if (ret <= 0) {
-			sched_setattr_self(&s->saved, s->saved.sched_runtime);
+			sched_setattr_self(&s->saved, s->saved.sched_runtime, false);
 			return 0;
 		}
 	} else if (s->saved.sched_runtime == s->want_ns) {
 		/* Already short (a previous block without restore, or the user). */
-	} else if (sched_setattr_self(&s->saved, s->want_ns)) {
+	} else if (sched_setattr_self(&s->saved, s->want_ns, true)) {
 		return 0;
 	}
 	s->applied = true;
@@ -110,7 +116,7 @@ void rdmaq_slice_leave(struct rdmaq_slice *s)
 		return;
 	s->applied = false;
 	if (s->restore && s->saved.sched_runtime != s->want_ns)
-		sched_setattr_self(&s->saved, s->saved.sched_runtime);
+		sched_setattr_self(&s->saved, s->saved.sched_runtime, false);
 }
 
 uint32_t rdmaq_slice_effective(const struct rdmaq_slice *s)
@@ -139,7 +145,7 @@ int rdmaq_sched_slice_probe(uint32_t slice_ns)
 		return 0;
 	}
 	ret = slice_probe_locked(&cur, slice_ns);
-	sched_setattr_self(&cur, cur.sched_runtime);
+	sched_setattr_self(&cur, cur.sched_runtime, false);
 	__atomic_store_n(&rdmaq_slice_state, ret > 0 ? 1 : ret, __ATOMIC_RELEASE);
 	if (ret > 0)
 		return 1;

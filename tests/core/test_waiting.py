@@ -83,6 +83,23 @@ def test_blocked_reader_asks_for_a_short_slice_and_keeps_it():
         assert after == before and stats["slice_ns"] == 0
 
 
+def test_threads_started_later_do_not_inherit_the_short_slice():
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+
+        def body():
+            with pytest.raises(TimeoutError):
+                r.get(timeout=0.2)
+            return _thread_slice_ns(), _in_thread(_thread_slice_ns)["value"]
+
+        box = _in_thread(body)
+        r.close()
+    own, child = box["value"]
+    if _kernel_honours_slices():
+        assert own == SLICE_NS and child != SLICE_NS
+
+
 def test_restore_slice_gives_the_thread_its_own_back():
     before, after, stats = _blocked_get_then_slice(restore_slice=True)
     assert stats["sleeps"] >= 1
