@@ -2,8 +2,10 @@
 
 Lists RDMA devices, ports, GIDs and link layers (through pyverbs when it
 imports, else /sys/class/infiniband), checks the memlock limit that memory
-registration needs, whether SoftRoCE (rdma_rxe) could be loaded, and which
-rdmaq transports are usable, with advice for each gap.
+registration needs, whether SoftRoCE (rdma_rxe) could be loaded, which
+rdmaq transports are usable, and what the scheduler gives a waiting reader
+(short slices, tick rate, the idle driver), with advice for each gap.
+``--clean`` removes queues left in /dev/shm by writers killed early.
 """
 import json
 import os
@@ -212,6 +214,55 @@ def transports(devices):
     }
 
 
+def _kernel_config(option):
+    """CONFIG_<option> of the running kernel from /proc/config.gz or /boot; None if unknown."""
+    import gzip
+
+    rel = platform.release()
+    for path, opener in (("/proc/config.gz", gzip.open), (f"/boot/config-{rel}", open)):
+        try:
+            with opener(path, "rt") as f:
+                for line in f:
+                    if line.startswith(f"CONFIG_{option}="):
+                        return line.split("=", 1)[1].strip()
+            return None
+        except OSError:
+            continue
+    return None
+
+
+def _in_vm():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " hypervisor" in line for line in f)
+    except OSError:
+        return False
+
+
+def scheduler():
+    """What the kernel gives a waiting reader: custom slices, tick rate, idle driver, load."""
+    from rdmaq._rdmaq import ffi, lib
+
+    slice_ok = lib.rdmaq_sched_slice_probe(100_000) == 1
+    why = None if slice_ok else ffi.string(lib.rdmaq_errmsg()).decode(errors="replace")
+    try:
+        with open("/proc/loadavg") as f:
+            runnable = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        runnable = None
+    return {
+        "short_slice": slice_ok,
+        "short_slice_why": why,
+        "hz": _kernel_config("HZ"),
+        "preempt_dynamic": _kernel_config("PREEMPT_DYNAMIC") == "y",
+        "cpuidle_driver": _read("/sys/devices/system/cpu/cpuidle/current_driver"),
+        "guest_halt_poll_ns": _read("/sys/module/haltpoll/parameters/guest_halt_poll_ns"),
+        "vm": _in_vm(),
+        "cpus": len(os.sched_getaffinity(0)),
+        "runnable_now": runnable,
+    }
+
+
 def collect():
     rep = {"kernel_rdma": os.path.isdir(SYSFS), "source": None, "devices": [], "notes": []}
     dev, why = import_pyverbs()
@@ -228,6 +279,7 @@ def collect():
     rep["memlock"] = memlock()
     rep["rxe"] = rxe_status()
     rep["transports"] = transports(rep["devices"])
+    rep["scheduler"] = scheduler()
     rep["advice"] = advice(rep)
     return rep
 
@@ -262,6 +314,23 @@ def advice(rep):
                    "raise it (ulimit -l unlimited; containers: --ulimit memlock=-1)")
     if rep["pyverbs"] != "ok":
         out.append(f"pyverbs: {rep['pyverbs']} (only needed for this report; sysfs was used)")
+    sch = rep["scheduler"]
+    if not sch["short_slice"]:
+        out.append("Readers cannot ask for a short scheduler slice here "
+                   f"({sch['short_slice_why']}): under CPU contention a woken reader waits for the "
+                   "running task's slice (milliseconds). Linux 6.12 or later gives them one.")
+    if sch["vm"] and sch["cpuidle_driver"] == "haltpoll" and sch["guest_halt_poll_ns"] == "0":
+        out.append("The haltpoll cpuidle driver is loaded but polls for 0 ns "
+                   "(/sys/module/haltpoll/parameters/guest_halt_poll_ns): set it (e.g. 200000) to cut "
+                   "the ~100 µs wake-up of an idle vCPU")
+    elif sch["vm"] and sch["cpuidle_driver"] != "haltpoll":
+        out.append("Inside a VM, waking a reader on an idle vCPU costs ~100 µs; the guest's haltpoll "
+                   "cpuidle driver (boot with cpuidle_haltpoll.force=1) polls briefly before halting "
+                   "and cuts that (readers that anticipate a steady writer avoid it anyway)")
+    out.append("Run CPU-heavy neighbours you control (tokenizers, data loaders) as SCHED_IDLE "
+               "(`chrt --idle 0 CMD`, or os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))) "
+               "or in a cgroup with cpu.idle=1: a waking reader or writer then preempts them at once; "
+               "`rdmaq bench --attacker-policy idle` measures it")
     return out
 
 
@@ -287,6 +356,18 @@ def render(rep):
     else:
         rxe = f"not available for kernel {r['kernel']}"
     lines.append(f"SoftRoCE (rdma_rxe): {rxe}")
+    sch = rep["scheduler"]
+    lines.append("Waiting (scheduler):")
+    lines.append(f"  short slice for blocked readers: "
+                 f"{'yes' if sch['short_slice'] else 'no (' + (sch['short_slice_why'] or '?') + ')'}")
+    lines.append(f"  tick: HZ={sch['hz'] or 'unknown'}; cpuidle driver: {sch['cpuidle_driver'] or 'none'}"
+                 + (f" (guest_halt_poll_ns {sch['guest_halt_poll_ns']})"
+                    if sch["cpuidle_driver"] == "haltpoll" else "")
+                 + ("; in a VM" if sch["vm"] else ""))
+    if sch["runnable_now"] is not None:
+        lines.append(f"  runnable tasks now: {sch['runnable_now']} on {sch['cpus']} CPUs"
+                     + ("  <- oversubscribed: readers block instead of spinning"
+                        if sch["runnable_now"] - 1 >= sch["cpus"] else ""))
     lines.append("Transports:")
     for name, t in rep["transports"].items():
         lines.append(f"  {name}: {'usable' if t['usable'] else 'NOT usable: ' + (t['why'] or '?')}")
@@ -304,7 +385,16 @@ def main(argv=None):
     ap = ArgumentParser(prog="rdmaq doctor",
                         description="What RDMA this machine has, and which rdmaq transports work.")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
+    ap.add_argument("--clean", action="store_true",
+                    help="first remove shm queues in /dev/shm whose writer died before its readers "
+                         "attached (a live writer's queue is never touched)")
     args = ap.parse_args(argv)
+    if args.clean:
+        from rdmaq._shm import sweep_stale
+
+        removed = sweep_stale()
+        print(f"removed {len(removed)} stale queue segment(s)"
+              + (": " + ", ".join(removed) if removed else ""), file=sys.stderr)
     rep = collect()
     print(json.dumps(rep, indent=2) if args.json else render(rep))
     # 0 when some transport works; 1 when none does.

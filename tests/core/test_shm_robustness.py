@@ -173,6 +173,21 @@ def test_segment_of_a_killed_writer_is_swept_and_a_live_ones_kept():
     live.close()
 
 
+def test_doctor_clean_removes_what_a_killed_writer_left():
+    out = CTX.Queue()
+    p = CTX.Process(target=_writer_then_hang, args=(out,), daemon=True)
+    p.start()
+    try:
+        dead = out.get(timeout=TIMEOUT)
+    finally:
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(TIMEOUT)
+    r = subprocess.run([sys.executable, "-m", "rdmaq.cli", "doctor", "--clean", "--json"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert dead in r.stderr and "removed" in r.stderr
+    assert not os.path.exists(os.path.join(SHM, dead))
+
+
 def _maps(name_part):
     with open("/proc/self/maps") as f:
         return sum(name_part in line for line in f)
