@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -334,6 +335,7 @@ def sweep(args, vllm: str, model: Path, out: Path, queues: list[str], settings: 
         "runs": [],
     }
     t0 = time.monotonic()
+    before = _listing()
     servers: dict[str, VllmServer] = {}
     timers: dict[str, StepTimer] = {}
     try:
@@ -346,6 +348,7 @@ def sweep(args, vllm: str, model: Path, out: Path, queues: list[str], settings: 
             _log(f"stopping {q} server")
             result["servers"].setdefault(q, {})["cleanup"] = srv.stop(args.stop_grace)
             result["servers"][q]["rdmaq_queue_stats"] = _rdmaq_stats(out / f"rdmaq-stats-{q}")
+        result["leftovers"] = _leftovers(before, servers, result.get("client_tmp"))
         result["machine"]["loadavg_end"] = list(os.getloadavg())
         result["machine"]["time_end"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         result["elapsed_s"] = round(time.monotonic() - t0, 1)
@@ -355,8 +358,6 @@ def sweep(args, vllm: str, model: Path, out: Path, queues: list[str], settings: 
 
 
 def _sweep_body(args, vllm, model, out, queues, settings, n_hogs, result, servers, timers, t0):
-    import tempfile
-
     client_tmp = None
     try:
         for q in queues:
@@ -379,6 +380,7 @@ def _sweep_body(args, vllm, model, out, queues, settings, n_hogs, result, server
                                     "processes": {str(k): v for k, v in srv.processes().items()}}
             _log(f"  {q} healthy after {srv.startup_s:.0f} s")
         client_tmp = tempfile.mkdtemp(prefix="rdmaq-serve-client-")
+        result["client_tmp"] = client_tmp
         for si, setting in enumerate(settings):
             _log(f"setting {setting}: {serve_attack.describe(setting, n_hogs)} "
                  f"({time.monotonic() - t0:.0f} s)")
@@ -413,6 +415,35 @@ def _sweep_body(args, vllm, model, out, queues, settings, n_hogs, result, server
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _listing() -> dict[str, set[str]]:
+    out = {}
+    for d in ("/dev/shm", tempfile.gettempdir()):
+        try:
+            out[d] = set(os.listdir(d))
+        except OSError:
+            out[d] = set()
+    return out
+
+
+def _leftovers(before: dict, servers: dict, client_tmp: str | None) -> dict:
+    """New entries of /dev/shm and the temporary directory since the start: "ours" are names
+    a server process used or the harness's own directories (must be empty), "others" are
+    from other users of the machine."""
+    after = _listing()
+    ours_names = set()
+    for srv in servers.values():
+        ours_names |= srv.shm_seen
+        if srv.tmpdir:
+            ours_names.add(os.path.basename(srv.tmpdir))
+    if client_tmp:
+        ours_names.add(os.path.basename(client_tmp))
+    out = {"ours": [], "others": []}
+    for d, names in after.items():
+        for n in sorted(names - before[d]):
+            out["ours" if n in ours_names else "others"].append(os.path.join(d, n))
+    return out
 
 
 def _log(msg: str) -> None:
@@ -469,12 +500,12 @@ def main(argv=None) -> int:
                      "input + output <= --max-model-len")
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("TP=2 on CPU needs two allowed CPUs")
+    if args.model and not (Path(args.model) / "config.json").exists():
+        parser.error(f"--model {args.model}: no config.json there")
     vllm = find_vllm(args.vllm)
     out = Path(args.out or time.strftime("serve-bench-%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     model = Path(args.model).resolve() if args.model else make_model(out)
-    if not (model / "config.json").exists():
-        parser.error(f"--model {model}: no config.json there")
     # a SIGTERM to the harness stops the servers and attackers the same way as Ctrl-C
     signal.signal(signal.SIGTERM, _raise_interrupt)
     result = sweep(args, vllm, model, out, queues, settings)

@@ -118,11 +118,33 @@ def format_markdown(result: dict) -> str:
         lines += ["", "Where the step goes (medians over runs): broadcast delay = EngineCore "
                   "enqueue to the slower worker holding the object; RPC = broadcast to last "
                   "response at the EngineCore; queue share = queue delays ÷ RPC time.", ""] + qt
+    clean = _cleanup_line(result)
+    if clean:
+        lines += ["", clean]
     errors = [r for r in result["runs"] if r.get("error")]
     if errors:
         lines += ["", f"{len(errors)} failed run(s): " + "; ".join(
             f"{r['setting']}/{r['queue']}/{r['run']}: {r['error']}" for r in errors)]
     return "\n".join(lines)
+
+
+def _cleanup_line(result: dict) -> str:
+    parts = []
+    for q, srv in result.get("servers", {}).items():
+        c = srv.get("cleanup")
+        if not c:
+            continue
+        left = c["shm_remaining"] + c["processes_remaining"] + (["TMPDIR"] if c["tmpdir_remaining"] else [])
+        parts.append(f"{q} server stopped in {c.get('stop_s', '?')} s"
+                     + (f" (SIGKILL: {len(c['sigkilled'])})" if c["sigkilled"] else "")
+                     + f", vLLM left {len(c['shm_left_by_vllm'])} /dev/shm name(s) and "
+                     f"{len(c['tmp_left_by_vllm'])} TMPDIR entries (removed)"
+                     + (f", STILL THERE: {left}" if left else ""))
+    ours = (result.get("leftovers") or {}).get("ours")
+    if ours is not None:
+        parts.append("new in /dev/shm or the temporary directory from this run afterwards: "
+                     + (", ".join(ours) if ours else "none"))
+    return ("Clean-up: " + "; ".join(parts) + ".") if parts else ""
 
 
 def _fixes_table(summ: dict, cfg: dict) -> list[str]:

@@ -268,6 +268,7 @@ def test_summary_medians_spread_and_ratios():
     (["--runs", "0"], "--runs"),
     (["--input-len", "200", "--output-len", "100"], "input + output <= --max-model-len"),
     (["--hogs", "0"], "--hogs must be >= 1"),
+    (["--model", "/nonexistent-model-dir"], "no config.json there"),
 ])
 def test_bad_arguments_are_named(argv, message, capsys):
     with pytest.raises(SystemExit) as e:

@@ -129,6 +129,7 @@ def test_summary_names_both_queues(sweep):
 def test_nothing_left_behind(sweep):
     assert sweep["left"] == [], f"processes left behind: {sweep['left']}"
     assert sweep["tmp_new"] == set(), f"temporary directories left: {sweep['tmp_new']}"
+    assert sweep["result"]["leftovers"]["ours"] == [], sweep["result"]["leftovers"]
     for q, s in sweep["result"]["servers"].items():
         c = s["cleanup"]
         assert c["processes_remaining"] == [], (q, c)
