@@ -11,6 +11,7 @@ COLUMNS = [
     ("itl_p50_ms", "ITL p50 ms", "{:.2f}"),
     ("itl_p99_ms", "ITL p99 ms", "{:.1f}"),
     ("ttft_p50_ms", "TTFT p50 ms", "{:.1f}"),
+    ("e2el_p50_ms", "E2E p50 ms", "{:.0f}"),
     ("output_tok_s", "out tok/s", "{:.0f}"),
     ("worker_cpu_s", "worker CPU s", "{:.1f}"),
     ("queue_share", "queue share", "{:.1%}"),
@@ -18,7 +19,7 @@ COLUMNS = [
 # lower is better for all but throughput; the ratio is rdmaq ÷ shm either way
 MIN_DENOMINATOR = 0.01
 RATIO_KEYS = ["tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
-              "output_tok_s", "worker_cpu_s"]
+              "e2el_p50_ms", "output_tok_s", "worker_cpu_s"]
 
 
 def run_value(run: dict, key: str):
@@ -150,7 +151,7 @@ def _cleanup_line(result: dict) -> str:
 def _fixes_table(summ: dict, cfg: dict) -> list[str]:
     """hogs: shm+SCHED_IDLE, rdmaq, rdmaq+SCHED_IDLE; tok: also TOKENIZERS_PARALLELISM=false."""
     families = [("hogs", ["hogs-schedidle"]), ("tok", ["tok-nopar", "tok-schedidle"])]
-    keys = ["tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms", "ttft_p50_ms", "output_tok_s"]
+    keys = ["tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms", "ttft_p50_ms", "e2el_p50_ms", "output_tok_s"]
     rows = []
     for base, fixes in families:
         b = summ.get((base, "shm"))
@@ -166,8 +167,8 @@ def _fixes_table(summ: dict, cfg: dict) -> list[str]:
             rows.append(f"| {base} | {setting} + {q} | " + " | ".join(cells) + " |")
     if not rows:
         return []
-    return (["| baseline (shm) | variant | TPOT p50 | TPOT p99 | ITL p99 | TTFT p50 | out tok/s |",
-             "|---|---|---|---|---|---|---|"] + rows)
+    return (["| baseline (shm) | variant | TPOT p50 | TPOT p99 | ITL p99 | TTFT p50 | E2E p50 | out tok/s |",
+             "|---|---|---|---|---|---|---|---|"] + rows)
 
 
 def _queue_table(summ: dict, cfg: dict) -> list[str]:
@@ -202,10 +203,11 @@ def plot(result: dict, path: str) -> None:
     if not settings:
         raise ValueError("nothing to plot: no run succeeded")
     panels = [("tpot_p50_ms", "TPOT p50 (ms)"), ("tpot_p99_ms", "TPOT p99 (ms)"),
-              ("itl_p99_ms", "ITL p99 (ms)"), ("ttft_p50_ms", "TTFT p50 (ms)"),
+              ("itl_p50_ms", "ITL p50 (ms)"), ("itl_p99_ms", "ITL p99 (ms)"),
+              ("ttft_p50_ms", "TTFT p50 (ms)"), ("e2el_p50_ms", "E2E latency p50 (ms)"),
               ("output_tok_s", "output tokens/s"), ("worker_cpu_s", "worker CPU s per run")]
     colors = {"shm": "tab:red", "rdmaq": "tab:blue"}
-    fig, axes = plt.subplots(2, 3, figsize=(15, 7.5))
+    fig, axes = plt.subplots(2, 4, figsize=(19, 7.5))
     width = 0.8 / len(cfg["queues"])
     for ax, (key, title) in zip(axes.flat, panels):
         for j, q in enumerate(cfg["queues"]):

@@ -234,7 +234,8 @@ def _result(runs):
 def _run(setting, queue, tpot, itl50=1.0, error=None):
     r = {"setting": setting, "queue": queue, "run": 1,
          "metrics": {"tpot_p50_ms": tpot, "tpot_p99_ms": 2 * tpot, "itl_p50_ms": itl50,
-                     "itl_p99_ms": 10.0, "ttft_p50_ms": 20.0, "output_tok_s": 100.0},
+                     "itl_p99_ms": 10.0, "ttft_p50_ms": 20.0, "e2el_p50_ms": 50.0,
+                     "output_tok_s": 100.0},
          "worker_cpu_s": 5.0, "queue_timing": {"queue_share": 0.1}}
     if error:
         r["error"] = error
