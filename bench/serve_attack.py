@@ -1,0 +1,133 @@
+"""CPU contention for ``rdmaq bench serve``: busy-loop hogs and a tokenizer attacker.
+
+Settings pair each attacker with what a user would try first, for free: the attackers as
+SCHED_IDLE (they run only when a core would otherwise idle), and TOKENIZERS_PARALLELISM=false
+for the tokenizer attacker (one thread instead of a Rayon pool as wide as the machine).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from dataclasses import dataclass
+
+import psutil
+
+# name -> what runs beside the server
+SETTINGS = {
+    "idle": {"hogs": False, "tokenizer": False, "sched_idle": False, "tok_parallel": True},
+    "hogs": {"hogs": True, "tokenizer": False, "sched_idle": False, "tok_parallel": True},
+    "hogs-schedidle": {"hogs": True, "tokenizer": False, "sched_idle": True, "tok_parallel": True},
+    "tok": {"hogs": False, "tokenizer": True, "sched_idle": False, "tok_parallel": True},
+    "tok-nopar": {"hogs": False, "tokenizer": True, "sched_idle": False, "tok_parallel": False},
+    "tok-schedidle": {"hogs": False, "tokenizer": True, "sched_idle": True, "tok_parallel": True},
+}
+DEFAULT_SETTINGS = list(SETTINGS)
+
+
+def describe(name: str, n_hogs: int) -> str:
+    s = SETTINGS[name]
+    parts = []
+    if s["hogs"]:
+        parts.append(f"{n_hogs} CPU hogs")
+    if s["tokenizer"]:
+        parts.append("tokenizer attacker" + ("" if s["tok_parallel"] else ", TOKENIZERS_PARALLELISM=false"))
+    if not parts:
+        return "no attacker"
+    return ", ".join(parts) + (", SCHED_IDLE" if s["sched_idle"] else "")
+
+
+def _sched_idle() -> None:
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+def hog_main(conn, sched_idle: bool) -> None:
+    if sched_idle:
+        _sched_idle()
+    conn.send("ready")
+    x = 0
+    while True:
+        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+
+
+def tokenizer_main(conn, sched_idle: bool, parallel: bool) -> None:
+    """HF tokenizers batch encoding; with parallel, its Rayon pool (as wide as the machine)."""
+    # before the first import: tokenizers reads it when its pool is first used
+    os.environ["TOKENIZERS_PARALLELISM"] = "true" if parallel else "false"
+    if sched_idle:
+        _sched_idle()  # threads started later (Rayon's) inherit the policy
+    from rdmaq_bench.tokattack import make_corpus, train_tokenizer
+
+    corpus = make_corpus(4000)
+    tok = train_tokenizer(corpus)
+    batch = corpus[:512]
+    tok.encode_batch(batch)  # the pool exists from here on
+    conn.send("ready")
+    while True:
+        tok.encode_batch(batch)
+
+
+@dataclass
+class Attackers:
+    setting: str
+    n_hogs: int
+    procs: list
+
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for p in self.procs:
+            try:
+                t = psutil.Process(p.pid).cpu_times()
+                total += t.user + t.system
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return total
+
+    def alive(self) -> bool:
+        return all(p.is_alive() for p in self.procs)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+
+
+def start(setting: str, n_hogs: int, timeout: float = 300) -> Attackers:
+    """Start the setting's attackers and return once each says it is running."""
+    s = SETTINGS[setting]
+    ctx = mp.get_context("spawn")
+    procs, conns = [], []
+    jobs = []
+    if s["hogs"]:
+        jobs += [(hog_main, (s["sched_idle"],))] * n_hogs
+    if s["tokenizer"]:
+        jobs.append((tokenizer_main, (s["sched_idle"], s["tok_parallel"])))
+    att = Attackers(setting, n_hogs, procs)
+    try:
+        for target, args in jobs:
+            parent, child = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=target, args=(child, *args), daemon=True,
+                            name=f"rdmaq-serve-{target.__name__}")
+            p.start()
+            child.close()
+            procs.append(p)
+            conns.append(parent)
+        deadline = time.monotonic() + timeout
+        for p, c in zip(procs, conns):
+            while not c.poll(0.5):
+                if not p.is_alive():
+                    raise RuntimeError(f"attacker {p.name} exited with {p.exitcode} before it ran")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"attacker {p.name} not running after {timeout:.0f} s")
+            c.recv()
+            c.close()
+    except BaseException:
+        att.stop()
+        raise
+    return att

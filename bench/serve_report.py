@@ -1,0 +1,235 @@
+"""Tables and plot of an ``rdmaq bench serve`` result: medians over runs, spread, rdmaq ÷ shm."""
+
+from __future__ import annotations
+
+import statistics
+
+# (key in a run's metrics or the run record, column title, format)
+COLUMNS = [
+    ("tpot_p50_ms", "TPOT p50 ms", "{:.2f}"),
+    ("tpot_p99_ms", "TPOT p99 ms", "{:.2f}"),
+    ("itl_p50_ms", "ITL p50 ms", "{:.2f}"),
+    ("itl_p99_ms", "ITL p99 ms", "{:.1f}"),
+    ("ttft_p50_ms", "TTFT p50 ms", "{:.1f}"),
+    ("e2el_p50_ms", "E2E p50 ms", "{:.0f}"),
+    ("output_tok_s", "out tok/s", "{:.0f}"),
+    ("worker_cpu_s", "worker CPU s", "{:.1f}"),
+    ("queue_share", "queue share", "{:.1%}"),
+]
+# lower is better for all but throughput; the ratio is rdmaq ÷ shm either way
+MIN_DENOMINATOR = 0.01
+RATIO_KEYS = ["tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
+              "e2el_p50_ms", "output_tok_s", "worker_cpu_s"]
+
+
+def run_value(run: dict, key: str):
+    if key in run.get("metrics", {}):
+        return run["metrics"][key]
+    if key == "queue_share":
+        return (run.get("queue_timing") or {}).get("queue_share")
+    if key in ("broadcast_delay_p50_us", "broadcast_delay_p99_us"):
+        d = (run.get("queue_timing") or {}).get("broadcast_delay_us") or {}
+        return d.get("p50" if "p50" in key else "p99")
+    if key == "rpc_round_trip_p50_ms":
+        return ((run.get("queue_timing") or {}).get("rpc_round_trip_ms") or {}).get("p50")
+    return run.get(key)
+
+
+def summarize(result: dict) -> dict:
+    """(setting, queue) -> {key: {"median", "min", "max", "n"}} over the runs without errors."""
+    cells: dict = {}
+    keys = [c[0] for c in COLUMNS] + ["broadcast_delay_p50_us", "broadcast_delay_p99_us",
+                                      "rpc_round_trip_p50_ms", "idle_server_cpu_s", "attacker_cpu_s"]
+    for run in result["runs"]:
+        if run.get("error"):
+            continue
+        cell = cells.setdefault((run["setting"], run["queue"]), {})
+        for k in keys:
+            v = run_value(run, k)
+            if v is not None:
+                cell.setdefault(k, []).append(v)
+    out = {}
+    for ck, vals in cells.items():
+        out[ck] = {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+                   for k, v in vals.items()}
+    return out
+
+
+def ratios(summary: dict, setting: str, num: str = "rdmaq", den: str = "shm") -> dict:
+    a, b = summary.get((setting, num)), summary.get((setting, den))
+    if not a or not b:
+        return {}
+    out = {}
+    for k in RATIO_KEYS:
+        # a median under the client's resolution (bursts of tokens: ITL p50 = 0) has no ratio
+        if k in a and k in b and b[k]["median"] >= MIN_DENOMINATOR:
+            out[k] = a[k]["median"] / b[k]["median"]
+    return out
+
+
+def _cell(stat: dict | None, fmt: str) -> str:
+    if not stat:
+        return "-"
+    med = fmt.format(stat["median"])
+    if stat["n"] < 2:
+        return med
+    return f"{med} ({fmt.format(stat['min'])}–{fmt.format(stat['max'])})"
+
+
+def format_markdown(result: dict) -> str:
+    m = result["machine"]
+    cfg = result["config"]
+    summ = summarize(result)
+    v = m.get("versions", {})
+    load_s = " ".join(f"{x:.2f}" for x in m.get("loadavg_start", []))
+    load_e = " ".join(f"{x:.2f}" for x in m.get("loadavg_end", []))
+    lines = [
+        f"Machine: {m.get('label') or m.get('hostname')}: {m.get('cpu_model')}, "
+        f"{m.get('cpus_allowed')} CPUs, {m.get('mem_total_gib') or 0:.0f} GiB, kernel {m.get('kernel')}, "
+        f"Python {m.get('python')}; vLLM {v.get('vllm')}, torch {v.get('torch')}, rdmaq {v.get('rdmaq')} "
+        f"({m.get('rdmaq_git')}). Load average at start {load_s}, at end {load_e}.",
+        "",
+        f"Workload: `vllm bench serve` random dataset, {cfg['input_len']} prompt + {cfg['output_len']} "
+        f"output tokens (EOS ignored), {cfg['num_prompts']} requests at {cfg['rate']:g} req/s (Poisson), "
+        f"at most {cfg['concurrency']} in flight, seed {cfg['seed']}; TP=2, tiny Llama, "
+        f"{cfg['runs']} runs per cell, queues alternated run by run. Cells: median (min–max).",
+        "",
+    ]
+    head = "| setting | queue | " + " | ".join(c[1] for c in COLUMNS) + " | runs |"
+    lines += [head, "|" + "---|" * (len(COLUMNS) + 3)]
+    for setting in cfg["settings"]:
+        for q in cfg["queues"]:
+            s = summ.get((setting, q))
+            n = max((x["n"] for x in s.values()), default=0) if s else 0
+            cells = [_cell(s.get(k) if s else None, fmt) for k, _, fmt in COLUMNS]
+            lines.append(f"| {setting} | {q} | " + " | ".join(cells) + f" | {n} |")
+        r = ratios(summ, setting)
+        if r:
+            cells = [f"{r[k]:.2f}" if k in r else ("n/a" if k in RATIO_KEYS else "")
+                     for k, _, _ in COLUMNS]
+            lines.append(f"| {setting} | **rdmaq ÷ shm** | " + " | ".join(cells) + " | |")
+    lines.append("")
+    lines.append("Settings: " + "; ".join(f"`{s}` = {d}" for s, d in cfg["setting_desc"].items()) + ".")
+    fixes = _fixes_table(summ, cfg)
+    if fixes:
+        lines += ["", "Against the contended shm baseline (ratio of medians; < 1 is better, "
+                  "except out tok/s):", ""] + fixes
+    qt = _queue_table(summ, cfg)
+    if qt:
+        lines += ["", "Where the step goes (medians over runs): broadcast delay = EngineCore "
+                  "enqueue to the slower worker holding the object; RPC = broadcast to last "
+                  "response at the EngineCore; queue share = queue delays ÷ RPC time.", ""] + qt
+    clean = _cleanup_line(result)
+    if clean:
+        lines += ["", clean]
+    errors = [r for r in result["runs"] if r.get("error")]
+    if errors:
+        lines += ["", f"{len(errors)} failed run(s): " + "; ".join(
+            f"{r['setting']}/{r['queue']}/{r['run']}: {r['error']}" for r in errors)]
+    return "\n".join(lines)
+
+
+def _cleanup_line(result: dict) -> str:
+    parts = []
+    for q, srv in result.get("servers", {}).items():
+        c = srv.get("cleanup")
+        if not c:
+            continue
+        left = c["shm_remaining"] + c["processes_remaining"] + (["TMPDIR"] if c["tmpdir_remaining"] else [])
+        parts.append(f"{q} server stopped in {c.get('stop_s', '?')} s"
+                     + (f" (SIGKILL: {len(c['sigkilled'])})" if c["sigkilled"] else "")
+                     + f", vLLM left {len(c['shm_left_by_vllm'])} /dev/shm name(s) and "
+                     f"{len(c['tmp_left_by_vllm'])} TMPDIR entries (removed)"
+                     + (f", STILL THERE: {left}" if left else ""))
+    ours = (result.get("leftovers") or {}).get("ours")
+    if ours is not None:
+        parts.append("new in /dev/shm or the temporary directory from this run afterwards: "
+                     + (", ".join(ours) if ours else "none"))
+    return ("Clean-up: " + "; ".join(parts) + ".") if parts else ""
+
+
+def _fixes_table(summ: dict, cfg: dict) -> list[str]:
+    """hogs: shm+SCHED_IDLE, rdmaq, rdmaq+SCHED_IDLE; tok: also TOKENIZERS_PARALLELISM=false."""
+    families = [("hogs", ["hogs-schedidle"]), ("tok", ["tok-nopar", "tok-schedidle"])]
+    keys = ["tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms", "ttft_p50_ms", "e2el_p50_ms", "output_tok_s"]
+    rows = []
+    for base, fixes in families:
+        b = summ.get((base, "shm"))
+        if not b:
+            continue
+        variants = [(base, "rdmaq")] + [(f, q) for f in fixes for q in ("shm", "rdmaq")]
+        for setting, q in variants:
+            s = summ.get((setting, q))
+            if not s:
+                continue
+            cells = [f"{s[k]['median'] / b[k]['median']:.2f}"
+                     if k in s and k in b and b[k]["median"] >= MIN_DENOMINATOR else "n/a" for k in keys]
+            rows.append(f"| {base} | {setting} + {q} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return (["| baseline (shm) | variant | TPOT p50 | TPOT p99 | ITL p99 | TTFT p50 | E2E p50 | out tok/s |",
+             "|---|---|---|---|---|---|---|---|"] + rows)
+
+
+def _queue_table(summ: dict, cfg: dict) -> list[str]:
+    rows = []
+    for setting in cfg["settings"]:
+        for q in cfg["queues"]:
+            s = summ.get((setting, q)) or {}
+            if "queue_share" not in s:
+                continue
+            rows.append(
+                f"| {setting} | {q} | {_cell(s.get('broadcast_delay_p50_us'), '{:.0f}')} | "
+                f"{_cell(s.get('broadcast_delay_p99_us'), '{:.0f}')} | "
+                f"{_cell(s.get('rpc_round_trip_p50_ms'), '{:.2f}')} | "
+                f"{_cell(s.get('queue_share'), '{:.1%}')} | "
+                f"{_cell(s.get('idle_server_cpu_s'), '{:.2f}')} | {_cell(s.get('attacker_cpu_s'), '{:.0f}')} |")
+    if not rows:
+        return []
+    return (["| setting | queue | broadcast p50 µs | broadcast p99 µs | RPC p50 ms | queue share "
+             "| idle server CPU s | attacker CPU s |",
+             "|---|---|---|---|---|---|---|---|"] + rows)
+
+
+def plot(result: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summ = summarize(result)
+    cfg = result["config"]
+    settings = [s for s in cfg["settings"] if any((s, q) in summ for q in cfg["queues"])]
+    if not settings:
+        raise ValueError("nothing to plot: no run succeeded")
+    panels = [("tpot_p50_ms", "TPOT p50 (ms)"), ("tpot_p99_ms", "TPOT p99 (ms)"),
+              ("itl_p50_ms", "ITL p50 (ms)"), ("itl_p99_ms", "ITL p99 (ms)"),
+              ("ttft_p50_ms", "TTFT p50 (ms)"), ("e2el_p50_ms", "E2E latency p50 (ms)"),
+              ("output_tok_s", "output tokens/s"), ("worker_cpu_s", "worker CPU s per run")]
+    colors = {"shm": "tab:red", "rdmaq": "tab:blue"}
+    fig, axes = plt.subplots(2, 4, figsize=(19, 7.5))
+    width = 0.8 / len(cfg["queues"])
+    for ax, (key, title) in zip(axes.flat, panels):
+        for j, q in enumerate(cfg["queues"]):
+            xs, meds, lo, hi = [], [], [], []
+            for i, s in enumerate(settings):
+                st = (summ.get((s, q)) or {}).get(key)
+                if not st:
+                    continue
+                xs.append(i + (j - (len(cfg["queues"]) - 1) / 2) * width)
+                meds.append(st["median"])
+                lo.append(st["median"] - st["min"])
+                hi.append(st["max"] - st["median"])
+            ax.bar(xs, meds, width, yerr=[lo, hi], capsize=3, label=q, color=colors.get(q))
+        ax.set_xticks(range(len(settings)))
+        ax.set_xticklabels(settings, rotation=25, ha="right", fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes.flat[0].legend(title="--distributed-ipc", fontsize=8)
+    m = result["machine"]
+    load = "/".join(f"{x:.1f}" for x in m.get("loadavg_start", [])[:1] + m.get("loadavg_end", [])[:1])
+    fig.suptitle(f"vllm serve -tp 2 ({m.get('versions', {}).get('vllm')}), {m.get('cpus_allowed')} CPUs, "
+                 f"load {load} (start/end): median of {cfg['runs']} runs, bars min–max", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
