@@ -203,12 +203,12 @@ BAD_HANDLE = [
 ]
 
 
-@pytest.mark.parametrize("field, value, want", BAD_HANDLE, ids=[f"{f}={v!r}"[:40] for f, v, _ in BAD_HANDLE])
-def test_corrupt_handle_fields_are_named(field, value, want):
+def test_corrupt_handle_fields_are_named():
     with _writer() as w:
-        with pytest.raises(ValueError, match="corrupt verbs handle") as e:
-            rdmaq.Reader(_handle(w, **{field: value}), 0)
-        assert want in str(e.value)
+        for field, value, want in BAD_HANDLE:
+            with pytest.raises(ValueError, match="corrupt verbs handle") as e:
+                rdmaq.Reader(_handle(w, **{field: value}), 0)
+            assert want in str(e.value), (field, value)
 
 
 def test_handle_info_that_is_not_a_dict():
