@@ -549,9 +549,12 @@ static int ctx_setup(struct rdmaq_verbs_ctx *ctx, struct ibv_device *dev, uint32
 				    strerror(errno));
 		goto clean_chan;
 	}
+	/* Non-blocking too: async events are drained until EAGAIN. */
 	flags = fcntl(ctx->ibctx->async_fd, F_GETFL);
-	if (flags >= 0)
-		fcntl(ctx->ibctx->async_fd, F_SETFL, flags | O_NONBLOCK);
+	if (flags < 0 || fcntl(ctx->ibctx->async_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+		ret = rdmaq_set_err(-errno, "fcntl(O_NONBLOCK) on the async event fd: %s", strerror(errno));
+		goto clean_chan;
+	}
 
 	ctx->srq_depth = env_u32("RDMAQ_SRQ_DEPTH", RDMAQ_VERBS_SRQ_DEPTH, 64, 1U << 20);
 	if (ctx->dev_attr.max_srq_wr && ctx->srq_depth > (uint32_t)ctx->dev_attr.max_srq_wr)

@@ -303,7 +303,7 @@ int rdmaq_verbs_reader_connect(struct rdmaq_reader *rp, uint64_t pool_id,
 		return rdmaq_set_err(-EPROTO, "writer's credit address 0x%llx is not an address",
 				     (unsigned long long)writer->addr);
 	if (live_fd < 0)
-		return rdmaq_set_err(-EBADF, "reader %u: no liveness socket", rp->index);
+		return rdmaq_set_err(-EINVAL, "reader %u: no liveness socket", rp->index);
 	r->pool = rdmaq_verbs_pool_get(r->ctx, pool_id);
 	if (!r->pool)
 		return -ENOENT;

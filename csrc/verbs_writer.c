@@ -653,7 +653,7 @@ int rdmaq_verbs_writer_attach(struct rdmaq_writer *wp, uint32_t index, uint64_t 
 		return rdmaq_set_err(-EPROTO, "reader %u: ring address 0x%llx cannot hold a %zu-byte ring",
 				     index, (unsigned long long)reader->addr, w->ring_bytes);
 	if (live_fd < 0)
-		return rdmaq_set_err(-EBADF, "reader %u: no liveness socket", index);
+		return rdmaq_set_err(-EINVAL, "reader %u: no liveness socket", index);
 	p->pool = rdmaq_verbs_pool_get(w->ctx, pool_id);
 	if (!p->pool)
 		return -ENOENT;
