@@ -50,7 +50,11 @@ struct rdmaq_verbs_qp_info {
 	uint32_t psn;
 };
 
-/* One endpoint's exposed memory and its wake-up id (immediate data). */
+/*
+ * One endpoint's exposed memory and its wake-up id (immediate data).
+ * Reader: its ring.  Writer: the one reader's credit slot (an MR of its
+ * own, so a reader can write nothing else of the writer's).
+ */
 struct rdmaq_verbs_ep_info {
 	uint32_t ep_id;
 	uint32_t rkey;
@@ -93,8 +97,8 @@ void rdmaq_verbs_process_id(uint8_t *out);
  * -EINPROGRESS while another thread is creating one (retry).
  */
 int rdmaq_verbs_pool_find(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, uint64_t *pool_id);
-/* True (1) when the pool exists and is usable, else 0. */
-int rdmaq_verbs_pool_ok(struct rdmaq_verbs_ctx *ctx, uint64_t pool_id);
+/* True (1) when the pool exists, is usable and leads to process `peer`, else 0. */
+int rdmaq_verbs_pool_ok(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, uint64_t pool_id);
 /* Initiator: create *n (<= max) QPs in INIT; the pool is pending. */
 int rdmaq_verbs_pool_prepare(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer,
 			     uint64_t *pool_id, struct rdmaq_verbs_qp_info *out,
@@ -114,7 +118,8 @@ void rdmaq_verbs_pool_abort(struct rdmaq_verbs_ctx *ctx, uint64_t pool_id);
 /* Writer: ring protocol endpoint whose readers attach over verbs. */
 int rdmaq_verbs_writer_create(struct rdmaq_writer **out, struct rdmaq_verbs_ctx *ctx,
 			      const struct rdmaq_config *cfg);
-void rdmaq_verbs_writer_info(struct rdmaq_writer *w, struct rdmaq_verbs_ep_info *out);
+/* What reader `index` needs: its own credit slot (addr, rkey), ep_id, trailer key. */
+int rdmaq_verbs_writer_info(struct rdmaq_writer *w, uint32_t index, struct rdmaq_verbs_ep_info *out);
 /*
  * Reader `index` is connected: its ring, the pool to its process, and a
  * liveness socket (the writer now owns the fd; EOF = the reader is gone).

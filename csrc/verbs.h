@@ -12,6 +12,7 @@
 #ifndef RDMAQ_VERBS_INTERNAL_H
 #define RDMAQ_VERBS_INTERNAL_H
 
+#include <errno.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <pthread.h>
@@ -75,11 +76,12 @@ struct rdmaq_verbs_pool {
 /* Memory a closed endpoint exposed, kept until its peers let go. */
 struct rdmaq_verbs_grave {
 	struct rdmaq_verbs_grave *next;
-	struct ibv_mr *mrs[2];
-	void *mem[2];
+	struct ibv_mr **mrs;	/* nmrs slots, NULL = unused */
+	uint32_t nmrs;
+	void *mem[2];		/* munmap()ed once the MRs are gone */
 	size_t len[2];
 	int *fds;		/* liveness sockets: EOF on all = safe to free */
-	uint32_t nfds;
+	uint32_t nfds;		/* used so far, of the slots allocated */
 };
 
 /* What a writer or reader endpoint shares: wake-up and liveness plumbing. */
@@ -123,6 +125,27 @@ struct rdmaq_verbs_ctx {
 	uint32_t max_inline;
 };
 
+/*
+ * A failed verbs call's return value as a negative errno.  rdma-core
+ * documents a positive errno for most calls and -1 with errno for a few,
+ * and providers may return a negative errno: whichever it was, the result
+ * is negative, never 0, so a failure can never read as success.
+ */
+static inline int rdmaq_verbs_err(int ret)
+{
+	if (ret > 0)
+		return -ret;
+	if (ret == -1 && errno > 0)
+		return -errno;
+	return ret < 0 && ret > -4096 ? ret : -EIO;
+}
+
+/* A verbs constructor returned NULL: its errno, or `fallback` if it set none. */
+static inline int rdmaq_verbs_null_err(int fallback)
+{
+	return errno > 0 ? -errno : fallback;
+}
+
 /* verbs_ctx.c */
 extern struct rdmaq_verbs_stats rdmaq_verbs_counters;
 #define RDMAQ_VSTAT_ADD(field, v) __atomic_add_fetch(&rdmaq_verbs_counters.field, (v), __ATOMIC_RELAXED)
@@ -130,11 +153,13 @@ void rdmaq_verbs_hub_add(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_ep *ep)
 void rdmaq_verbs_hub_del(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_ep *ep);
 int rdmaq_verbs_hub_service(struct rdmaq_verbs_ctx *ctx, bool arm, bool trylock);
 int rdmaq_verbs_hub_event(struct rdmaq_verbs_ctx *ctx);
+void rdmaq_verbs_hub_async(struct rdmaq_verbs_ctx *ctx);
+struct rdmaq_verbs_grave *rdmaq_verbs_grave_new(uint32_t nmrs, uint32_t nfds);
 void rdmaq_verbs_grave_add(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_grave *g);
 void rdmaq_verbs_grave_reap(struct rdmaq_verbs_ctx *ctx);
 bool rdmaq_verbs_ctx_stale(struct rdmaq_verbs_ctx *ctx);
-struct ibv_mr *rdmaq_verbs_reg(struct rdmaq_verbs_ctx *ctx, void *mem, size_t len, int access,
-			       const char *what);
+int rdmaq_verbs_reg(struct rdmaq_verbs_ctx *ctx, void *mem, size_t len, int access,
+		    const char *what, struct ibv_mr **out);
 
 /* verbs_pool.c */
 struct rdmaq_verbs_pool *rdmaq_verbs_pool_get(struct rdmaq_verbs_ctx *ctx, uint64_t id);
@@ -145,9 +170,11 @@ int rdmaq_verbs_qp_fence(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wr, int64
 int rdmaq_verbs_qp_reap(struct rdmaq_verbs_qp *q);
 void rdmaq_verbs_qp_fail(struct rdmaq_verbs_qp *q, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void rdmaq_verbs_qp_fail_by_num(struct rdmaq_verbs_ctx *ctx, uint32_t qp_num, const char *what);
+void rdmaq_verbs_qp_fail_by_num(struct rdmaq_verbs_ctx *ctx, uint32_t qp_num,
+				enum ibv_wc_status status);
 
-/* verbs_ep.c */
+/* verbs_ep.c: an endpoint polls these first, then its liveness sockets */
+enum { RDMAQ_VERBS_EP_EFD, RDMAQ_VERBS_EP_CHAN, RDMAQ_VERBS_EP_ASYNC, RDMAQ_VERBS_EP_NFDS };
 int rdmaq_verbs_ep_init(struct rdmaq_verbs_ep *ep, struct rdmaq_verbs_ctx *ctx);
 void rdmaq_verbs_ep_fini(struct rdmaq_verbs_ep *ep);
 int rdmaq_verbs_ep_prepare(struct rdmaq_verbs_ep *ep);
@@ -155,6 +182,10 @@ int rdmaq_verbs_ep_block(struct rdmaq_verbs_ep *ep, struct pollfd *live, uint32_
 			 int64_t timeout_ns);
 void rdmaq_verbs_ep_finish(struct rdmaq_verbs_ep *ep);
 void rdmaq_verbs_ep_wake(struct rdmaq_verbs_ep *ep);
+/* 1 once the peer's end of liveness socket fd ended; *sock_err: its error (0 = EOF). */
+int rdmaq_verbs_live_check(int fd, int *sock_err);
+/* "died: ..." or "became unreachable: ..." for a socket that ended with sock_err. */
+int rdmaq_verbs_live_why(char *buf, size_t len, int sock_err);
 int rdmaq_verbs_fail_err(const struct rdmaq_verbs_qp *q);
 
 #endif

@@ -70,24 +70,23 @@ void rdmaq_verbs_stats(struct rdmaq_verbs_stats *out)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }
 
-struct ibv_mr *rdmaq_verbs_reg(struct rdmaq_verbs_ctx *ctx, void *mem, size_t len, int access,
-			       const char *what)
+int rdmaq_verbs_reg(struct rdmaq_verbs_ctx *ctx, void *mem, size_t len, int access,
+		    const char *what, struct ibv_mr **out)
 {
-	struct ibv_mr *mr = ibv_reg_mr(ctx->pd, mem, len, access);
 	struct rlimit rl;
-	int err = errno;
+	int err;
 
-	if (mr)
-		return mr;
+	errno = 0;
+	*out = ibv_reg_mr(ctx->pd, mem, len, access);
+	if (*out)
+		return 0;
+	err = -rdmaq_verbs_null_err(-EIO);
 	if ((err == ENOMEM || err == EPERM || err == EAGAIN) && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
 	    rl.rlim_cur != RLIM_INFINITY)
-		rdmaq_set_err(-err, "ibv_reg_mr (%s, %zu bytes): %s; RLIMIT_MEMLOCK is %llu KiB: "
-			      "raise it (ulimit -l unlimited, or --ulimit memlock=-1 in containers)",
-			      what, len, strerror(err), (unsigned long long)rl.rlim_cur / 1024);
-	else
-		rdmaq_set_err(-err, "ibv_reg_mr (%s, %zu bytes): %s", what, len, strerror(err));
-	errno = err;
-	return NULL;
+		return rdmaq_set_err(-err, "ibv_reg_mr (%s, %zu bytes): %s; RLIMIT_MEMLOCK is %llu KiB: "
+				     "raise it (ulimit -l unlimited, or --ulimit memlock=-1 in containers)",
+				     what, len, strerror(err), (unsigned long long)rl.rlim_cur / 1024);
+	return rdmaq_set_err(-err, "ibv_reg_mr (%s, %zu bytes): %s", what, len, strerror(err));
 }
 
 /* ---- device and GID choice --------------------------------------------- */
@@ -229,8 +228,8 @@ static int hub_post_recvs(struct rdmaq_verbs_ctx *ctx, uint32_t n)
 			wrs[i] = (struct ibv_recv_wr){ .next = i + 1 < k ? &wrs[i + 1] : NULL };
 		ret = ibv_post_srq_recv(ctx->srq, wrs, &bad);
 		if (ret) {
-			ret = ret < 0 ? -ret : ret;
-			return rdmaq_set_err(-ret, "ibv_post_srq_recv: %s", strerror(ret));
+			ret = rdmaq_verbs_err(ret);
+			return rdmaq_set_err(ret, "ibv_post_srq_recv: %s", strerror(-ret));
 		}
 		n -= k;
 	}
@@ -263,11 +262,12 @@ static int hub_drain(struct rdmaq_verbs_ctx *ctx)
 	do {
 		n = ibv_poll_cq(ctx->rcq, 32, wc);
 		if (n < 0)
-			return rdmaq_set_err(-EIO, "ibv_poll_cq (receive CQ of %s) failed", ctx->info.device);
+			return rdmaq_set_err(-EIO, "ibv_poll_cq (receive CQ of %s) failed: %s", ctx->info.device,
+					     strerror(-rdmaq_verbs_err(n)));
 		for (i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				/* A receive flushed or failed: its QP is broken. */
-				rdmaq_verbs_qp_fail_by_num(ctx, wc[i].qp_num, ibv_wc_status_str(wc[i].status));
+				rdmaq_verbs_qp_fail_by_num(ctx, wc[i].qp_num, wc[i].status);
 				continue;
 			}
 			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
@@ -294,8 +294,9 @@ int rdmaq_verbs_hub_service(struct rdmaq_verbs_ctx *ctx, bool arm, bool trylock)
 	if (!ret && arm && !ctx->armed) {
 		ret = ibv_req_notify_cq(ctx->rcq, 0);
 		if (ret) {
-			ret = rdmaq_set_err(-(ret < 0 ? -ret : ret), "ibv_req_notify_cq: %s",
-					    strerror(ret < 0 ? -ret : ret));
+			ret = rdmaq_verbs_err(ret);
+			ret = rdmaq_set_err(ret, "ibv_req_notify_cq (receive CQ of %s): %s", ctx->info.device,
+					    strerror(-ret));
 		} else {
 			ctx->armed = true;
 			/* Completions that landed before the arm raise no event. */
@@ -306,7 +307,23 @@ int rdmaq_verbs_hub_service(struct rdmaq_verbs_ctx *ctx, bool arm, bool trylock)
 	return ret;
 }
 
-static void hub_async(struct rdmaq_verbs_ctx *ctx)
+/* Every QP of every pool fails: the device is gone. */
+static void ctx_fail_all(struct rdmaq_verbs_ctx *ctx, const char *what)
+{
+	struct rdmaq_verbs_pool *p;
+	uint32_t i;
+
+	pthread_mutex_lock(&ctx->pool_lock);
+	for (p = ctx->pools; p; p = p->next)
+		for (i = 0; i < (p->self ? 2 * p->n : p->n); i++)
+			if (p->qps[i].qp)
+				rdmaq_verbs_qp_fail(&p->qps[i], -EIO, "RDMA device %s: %s",
+						    ctx->info.device, what);
+	pthread_mutex_unlock(&ctx->pool_lock);
+}
+
+/* The async fd was readable (O_NONBLOCK): take every pending event. */
+void rdmaq_verbs_hub_async(struct rdmaq_verbs_ctx *ctx)
 {
 	struct ibv_async_event ev;
 
@@ -319,6 +336,9 @@ static void hub_async(struct rdmaq_verbs_ctx *ctx)
 			if (ev.element.qp && ev.element.qp->qp_context)
 				rdmaq_verbs_qp_fail(ev.element.qp->qp_context, -EIO, "async event on QP %u: %s",
 						    ev.element.qp->qp_num, ibv_event_type_str(ev.event_type));
+			break;
+		case IBV_EVENT_DEVICE_FATAL:
+			ctx_fail_all(ctx, ibv_event_type_str(ev.event_type));
 			break;
 		default:
 			break;
@@ -348,7 +368,7 @@ int rdmaq_verbs_hub_event(struct rdmaq_verbs_ctx *ctx)
 	}
 	pthread_mutex_unlock(&ctx->hub_lock);
 	ret = rdmaq_verbs_hub_service(ctx, true, false);
-	hub_async(ctx);
+	rdmaq_verbs_hub_async(ctx);
 	return ret;
 }
 
@@ -377,20 +397,33 @@ void rdmaq_verbs_hub_del(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_ep *ep)
 
 /* ---- graveyard ---------------------------------------------------------- */
 
+/* One allocation: the grave, then nmrs MR slots, then nfds fd slots. */
+struct rdmaq_verbs_grave *rdmaq_verbs_grave_new(uint32_t nmrs, uint32_t nfds)
+{
+	struct rdmaq_verbs_grave *g = calloc(1, sizeof(*g) + nmrs * sizeof(g->mrs[0]) +
+					     nfds * sizeof(g->fds[0]));
+
+	if (!g)
+		return NULL;
+	g->mrs = (struct ibv_mr **)(g + 1);
+	g->nmrs = nmrs;
+	g->fds = (int *)(g->mrs + nmrs);
+	return g;
+}
+
 static void grave_free(struct rdmaq_verbs_grave *g)
 {
 	uint32_t i;
 
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < g->nmrs; i++)
 		if (g->mrs[i])
 			ibv_dereg_mr(g->mrs[i]);
+	for (i = 0; i < 2; i++)
 		if (g->mem[i])
 			munmap(g->mem[i], g->len[i]);
-	}
 	for (i = 0; i < g->nfds; i++)
 		if (g->fds[i] >= 0)
 			close(g->fds[i]);
-	free(g->fds);
 	free(g);
 	RDMAQ_VSTAT_ADD(graves, -1);
 }
@@ -454,23 +487,30 @@ static int ctx_setup(struct rdmaq_verbs_ctx *ctx, struct ibv_device *dev, uint32
 	long ncpu;
 	int ret, flags;
 
+	errno = 0;
 	ctx->ibctx = ibv_open_device(dev);
-	if (!ctx->ibctx)
-		return rdmaq_set_err(-errno, "ibv_open_device(%s): %s", ibv_get_device_name(dev),
-				     strerror(errno));
+	if (!ctx->ibctx) {
+		ret = rdmaq_verbs_null_err(-ENODEV);
+		return rdmaq_set_err(ret, "ibv_open_device(%s): %s", ibv_get_device_name(dev),
+				     strerror(-ret));
+	}
 	snprintf(ctx->info.device, sizeof(ctx->info.device), "%s", ibv_get_device_name(dev));
 	if ((ret = ibv_query_device(ctx->ibctx, &ctx->dev_attr))) {
-		ret = rdmaq_set_err(-ret, "ibv_query_device(%s): %s", ctx->info.device, strerror(ret));
+		ret = rdmaq_verbs_err(ret);
+		ret = rdmaq_set_err(ret, "ibv_query_device(%s): %s", ctx->info.device, strerror(-ret));
 		goto clean_dev;
 	}
 	if ((ret = ibv_query_port(ctx->ibctx, (uint8_t)port, &ctx->port_attr))) {
-		ret = rdmaq_set_err(-ret, "ibv_query_port(%s, %u): %s", ctx->info.device, port,
-				    strerror(ret));
+		ret = rdmaq_verbs_err(ret);
+		ret = rdmaq_set_err(ret, "ibv_query_port(%s, %u): %s", ctx->info.device, port,
+				    strerror(-ret));
 		goto clean_dev;
 	}
 	if ((ret = ibv_query_gid(ctx->ibctx, (uint8_t)port, gid_index, &ctx->gid))) {
-		ret = rdmaq_set_err(-EINVAL, "ibv_query_gid(%s, port %u, index %d): %s", ctx->info.device,
-				    port, gid_index, strerror(errno));
+		ret = rdmaq_verbs_err(ret);
+		ret = rdmaq_set_err(ret == -EPERM || ret == -EIO ? -EINVAL : ret,
+				    "ibv_query_gid(%s, port %u, index %d): %s", ctx->info.device,
+				    port, gid_index, strerror(-ret));
 		goto clean_dev;
 	}
 	if (ctx->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET &&
@@ -487,14 +527,19 @@ static int ctx_setup(struct rdmaq_verbs_ctx *ctx, struct ibv_device *dev, uint32
 	ctx->info.link_layer = ctx->port_attr.link_layer;
 	ctx->info.mtu = ctx->port_attr.active_mtu;
 
+	errno = 0;
 	ctx->pd = ibv_alloc_pd(ctx->ibctx);
 	if (!ctx->pd) {
-		ret = rdmaq_set_err(-ENOMEM, "ibv_alloc_pd(%s): %s", ctx->info.device, strerror(errno));
+		ret = rdmaq_verbs_null_err(-ENOMEM);
+		ret = rdmaq_set_err(ret, "ibv_alloc_pd(%s): %s", ctx->info.device, strerror(-ret));
 		goto clean_dev;
 	}
+	errno = 0;
 	ctx->chan = ibv_create_comp_channel(ctx->ibctx);
 	if (!ctx->chan) {
-		ret = rdmaq_set_err(-errno, "ibv_create_comp_channel: %s", strerror(errno));
+		ret = rdmaq_verbs_null_err(-ENOMEM);
+		ret = rdmaq_set_err(ret, "ibv_create_comp_channel(%s): %s", ctx->info.device,
+				    strerror(-ret));
 		goto clean_pd;
 	}
 	/* Non-blocking: several threads may wake for one event (pyverbs #1564). */
@@ -504,24 +549,31 @@ static int ctx_setup(struct rdmaq_verbs_ctx *ctx, struct ibv_device *dev, uint32
 				    strerror(errno));
 		goto clean_chan;
 	}
+	/* Non-blocking too: async events are drained until EAGAIN. */
 	flags = fcntl(ctx->ibctx->async_fd, F_GETFL);
-	if (flags >= 0)
-		fcntl(ctx->ibctx->async_fd, F_SETFL, flags | O_NONBLOCK);
+	if (flags < 0 || fcntl(ctx->ibctx->async_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+		ret = rdmaq_set_err(-errno, "fcntl(O_NONBLOCK) on the async event fd: %s", strerror(errno));
+		goto clean_chan;
+	}
 
 	ctx->srq_depth = env_u32("RDMAQ_SRQ_DEPTH", RDMAQ_VERBS_SRQ_DEPTH, 64, 1U << 20);
 	if (ctx->dev_attr.max_srq_wr && ctx->srq_depth > (uint32_t)ctx->dev_attr.max_srq_wr)
 		ctx->srq_depth = (uint32_t)ctx->dev_attr.max_srq_wr;
+	errno = 0;
 	ctx->rcq = ibv_create_cq(ctx->ibctx, (int)ctx->srq_depth + 64, ctx, ctx->chan, 0);
 	if (!ctx->rcq) {
-		ret = rdmaq_set_err(-errno, "ibv_create_cq (receive, %u entries): %s", ctx->srq_depth + 64,
-				    strerror(errno));
+		ret = rdmaq_verbs_null_err(-ENOMEM);
+		ret = rdmaq_set_err(ret, "ibv_create_cq (receive, %u entries): %s", ctx->srq_depth + 64,
+				    strerror(-ret));
 		goto clean_chan;
 	}
+	errno = 0;
 	ctx->srq = ibv_create_srq(ctx->pd, &(struct ibv_srq_init_attr){
 		.attr = { .max_wr = ctx->srq_depth, .max_sge = 1 },
 	});
 	if (!ctx->srq) {
-		ret = rdmaq_set_err(-errno, "ibv_create_srq (%u WRs): %s", ctx->srq_depth, strerror(errno));
+		ret = rdmaq_verbs_null_err(-ENOMEM);
+		ret = rdmaq_set_err(ret, "ibv_create_srq (%u WRs): %s", ctx->srq_depth, strerror(-ret));
 		goto clean_rcq;
 	}
 	ret = hub_post_recvs(ctx, ctx->srq_depth);
@@ -569,6 +621,7 @@ int rdmaq_verbs_ctx_open(struct rdmaq_verbs_ctx **out, const char *device, uint3
 	/* A forked child inherits its parent's contexts: forget, never free. */
 	if (ctx_list && ctx_list->pid != getpid())
 		ctx_list = NULL;
+	errno = 0;
 	list = ibv_get_device_list(&num);
 	if (!list && errno == ENOSYS) {
 		/* libibverbs finds no /sys/class/infiniband at all. */
@@ -578,7 +631,8 @@ int rdmaq_verbs_ctx_open(struct rdmaq_verbs_ctx **out, const char *device, uint3
 		goto out;
 	}
 	if (!list) {
-		ret = rdmaq_set_err(-errno, "ibv_get_device_list: %s; see `rdmaq doctor`", strerror(errno));
+		ret = rdmaq_verbs_null_err(-ENODEV);
+		ret = rdmaq_set_err(ret, "ibv_get_device_list: %s; see `rdmaq doctor`", strerror(-ret));
 		goto out;
 	}
 	if (num == 0) {

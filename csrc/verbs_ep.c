@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -65,8 +66,10 @@ void rdmaq_verbs_ep_finish(struct rdmaq_verbs_ep *ep)
 }
 
 /*
- * fds[0] and fds[1] are filled in here; fds[2..2+nlive) are the caller's
- * liveness sockets (fd -1 = skip), whose revents the caller inspects.
+ * fds[0..RDMAQ_VERBS_EP_NFDS) are filled in here; the nlive after them are
+ * the caller's liveness sockets (fd -1 = skip), whose revents the caller
+ * inspects.  A signal ends the wait with -EINTR: the caller returns to
+ * Python, which runs the handler and calls again with the time left.
  */
 int rdmaq_verbs_ep_block(struct rdmaq_verbs_ep *ep, struct pollfd *fds, uint32_t nlive,
 			 int64_t timeout_ns)
@@ -76,48 +79,78 @@ int rdmaq_verbs_ep_block(struct rdmaq_verbs_ep *ep, struct pollfd *fds, uint32_t
 		.tv_nsec = timeout_ns % 1000000000LL,
 	};
 	uint32_t i;
-	int n;
+	int n, ret = 0;
 
-	fds[0] = (struct pollfd){ .fd = ep->efd, .events = POLLIN };
-	fds[1] = (struct pollfd){ .fd = ep->ctx->chan->fd, .events = POLLIN };
+	fds[RDMAQ_VERBS_EP_EFD] = (struct pollfd){ .fd = ep->efd, .events = POLLIN };
+	fds[RDMAQ_VERBS_EP_CHAN] = (struct pollfd){ .fd = ep->ctx->chan->fd, .events = POLLIN };
+	fds[RDMAQ_VERBS_EP_ASYNC] = (struct pollfd){ .fd = ep->ctx->ibctx->async_fd, .events = POLLIN };
 	for (i = 0; i < nlive; i++) {
-		fds[2 + i].events = POLLIN | POLLRDHUP;
-		fds[2 + i].revents = 0;
+		fds[RDMAQ_VERBS_EP_NFDS + i].events = POLLIN | POLLRDHUP;
+		fds[RDMAQ_VERBS_EP_NFDS + i].revents = 0;
 	}
-	n = ppoll(fds, 2 + nlive, timeout_ns < 0 ? NULL : &ts, NULL);
+	n = ppoll(fds, RDMAQ_VERBS_EP_NFDS + nlive, timeout_ns < 0 ? NULL : &ts, NULL);
 	if (n < 0) {
 		if (errno == EINTR)
-			return 0;
+			return rdmaq_set_err(-EINTR, "interrupted by a signal");
 		return rdmaq_set_err(-errno, "ppoll: %s", strerror(errno));
 	}
-	if (fds[0].revents & POLLIN) {
+	if (fds[RDMAQ_VERBS_EP_EFD].revents & POLLIN) {
 		eventfd_t v;
 
 		eventfd_read(ep->efd, &v);
 	}
-	if (fds[1].revents & POLLIN)
-		return rdmaq_verbs_hub_event(ep->ctx);
+	if (fds[RDMAQ_VERBS_EP_CHAN].revents & POLLIN)
+		ret = rdmaq_verbs_hub_event(ep->ctx);
+	if (fds[RDMAQ_VERBS_EP_ASYNC].revents & POLLIN)
+		rdmaq_verbs_hub_async(ep->ctx);
+	return ret;
+}
+
+int rdmaq_verbs_live_check(int fd, int *sock_err)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	socklen_t len = sizeof(int);
+	char buf[64];
+	int err = 0;
+	ssize_t n;
+
+	if (sock_err)
+		*sock_err = 0;
+	if (fd < 0)
+		return 1;
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) {
+		/* ETIMEDOUT: keepalive probes or unacknowledged data went
+		 * unanswered, i.e. the network path failed, not the process. */
+		if ((p.revents & POLLERR) && sock_err &&
+		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0)
+			*sock_err = err;
+		return 1;
+	}
+	/* The peer never sends: readable means EOF, or stray bytes we drop. */
+	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n == 0)
+		return 1;
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+		if (sock_err)
+			*sock_err = errno;
+		return 1;
+	}
 	return 0;
 }
 
 /* 1 when the peer's end of a liveness socket has closed (or failed). */
 int rdmaq_verbs_live_gone(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-	char buf[64];
-	ssize_t n;
+	return rdmaq_verbs_live_check(fd, NULL);
+}
 
-	if (fd < 0)
-		return 1;
-	if (poll(&p, 1, 0) <= 0)
-		return 0;
-	if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL))
-		return 1;
-	/* The peer never sends: readable means EOF, or stray bytes we drop. */
-	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	if (n == 0)
-		return 1;
-	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-		return 1;
-	return 0;
+int rdmaq_verbs_live_why(char *buf, size_t len, int sock_err)
+{
+	if (!sock_err)
+		return snprintf(buf, len, "died: its connection closed before it closed the queue");
+	return snprintf(buf, len, "became unreachable: its connection failed (%s)%s", strerror(sock_err),
+			sock_err == ETIMEDOUT ? ": no answer over the network (link down, host "
+			"gone or frozen)" : "");
 }

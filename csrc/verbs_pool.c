@@ -38,9 +38,12 @@ static int qp_create(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_qp *q,
 		depth = (uint32_t)ctx->dev_attr.max_qp_wr;
 	pthread_mutex_init(&q->lock, NULL);
 	q->pool = pool;
+	errno = 0;
 	q->scq = ibv_create_cq(ctx->ibctx, (int)depth, NULL, NULL, 0);
-	if (!q->scq)
-		return rdmaq_set_err(-errno, "ibv_create_cq (send, %u entries): %s", depth, strerror(errno));
+	if (!q->scq) {
+		ret = rdmaq_verbs_null_err(-ENOMEM);
+		return rdmaq_set_err(ret, "ibv_create_cq (send, %u entries): %s", depth, strerror(-ret));
+	}
 	for (;;) {
 		ia = (struct ibv_qp_init_attr){
 			.qp_context = q,
@@ -50,6 +53,7 @@ static int qp_create(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_qp *q,
 			.cap = { .max_send_wr = depth, .max_send_sge = 1, .max_inline_data = inl },
 			.qp_type = IBV_QPT_RC,
 		};
+		errno = 0;
 		q->qp = ibv_create_qp(ctx->pd, &ia);
 		if (q->qp || inl == 0 || (errno != EINVAL && errno != ENOMEM))
 			break;
@@ -57,7 +61,8 @@ static int qp_create(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_qp *q,
 		inl = inl > 64 ? 64 : 0;
 	}
 	if (!q->qp) {
-		ret = rdmaq_set_err(-errno, "ibv_create_qp (RC on %s): %s", ctx->info.device, strerror(errno));
+		ret = rdmaq_verbs_null_err(-ENOMEM);
+		ret = rdmaq_set_err(ret, "ibv_create_qp (RC on %s): %s", ctx->info.device, strerror(-ret));
 		goto clean_cq;
 	}
 	__atomic_store_n(&ctx->max_inline, inl, __ATOMIC_RELAXED);
@@ -72,7 +77,9 @@ static int qp_create(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_qp *q,
 		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE,
 	}, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (ret) {
-		ret = rdmaq_set_err(-ret, "ibv_modify_qp(INIT): %s", strerror(ret));
+		ret = rdmaq_verbs_err(ret);
+		ret = rdmaq_set_err(ret, "ibv_modify_qp(INIT, QP %u on %s): %s", q->qp->qp_num,
+				    ctx->info.device, strerror(-ret));
 		goto clean_qp;
 	}
 	RDMAQ_VSTAT_ADD(qps_created, 1);
@@ -131,8 +138,11 @@ static int qp_connect(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_qp *q,
 	ret = ibv_modify_qp(q->qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 			    IBV_QP_MIN_RNR_TIMER);
-	if (ret)
-		return rdmaq_set_err(-ret, "ibv_modify_qp(RTR, to QP %u): %s", rq->qpn, strerror(ret));
+	if (ret) {
+		ret = rdmaq_verbs_err(ret);
+		return rdmaq_set_err(ret, "ibv_modify_qp(RTR, QP %u to QP %u): %s", q->qp->qp_num, rq->qpn,
+				     strerror(-ret));
+	}
 	/* timeout 14 = 67 ms, 7 retries: a vanished peer fails a WRITE in
 	 * about half a second; rnr_retry 7 = wait for receives forever (the
 	 * peer drains its SRQ whenever it waits or returns credit). */
@@ -145,8 +155,10 @@ static int qp_connect(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_qp *q,
 		.max_rd_atomic = 1,
 	}, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 	   IBV_QP_MAX_QP_RD_ATOMIC);
-	if (ret)
-		return rdmaq_set_err(-ret, "ibv_modify_qp(RTS): %s", strerror(ret));
+	if (ret) {
+		ret = rdmaq_verbs_err(ret);
+		return rdmaq_set_err(ret, "ibv_modify_qp(RTS, QP %u): %s", q->qp->qp_num, strerror(-ret));
+	}
 	return 0;
 }
 
@@ -186,7 +198,8 @@ int rdmaq_verbs_fail_err(const struct rdmaq_verbs_qp *q)
 	return rdmaq_set_err(__atomic_load_n(&q->err, __ATOMIC_ACQUIRE), "%s", q->errmsg);
 }
 
-void rdmaq_verbs_qp_fail_by_num(struct rdmaq_verbs_ctx *ctx, uint32_t qp_num, const char *what)
+void rdmaq_verbs_qp_fail_by_num(struct rdmaq_verbs_ctx *ctx, uint32_t qp_num,
+				enum ibv_wc_status status)
 {
 	struct rdmaq_verbs_pool *p;
 	uint32_t i;
@@ -198,8 +211,9 @@ void rdmaq_verbs_qp_fail_by_num(struct rdmaq_verbs_ctx *ctx, uint32_t qp_num, co
 
 			/* Lock order: pool_lock, then a QP's lock. */
 			if (q->qp && q->qp->qp_num == qp_num) {
-				rdmaq_verbs_qp_fail(q, -EOWNERDEAD, "queue pair %u to the peer failed: %s",
-						    qp_num, what);
+				rdmaq_verbs_qp_fail(q, -EOWNERDEAD, "queue pair %u to the peer failed: "
+						    "%s (wc status %d)", qp_num, ibv_wc_status_str(status),
+						    status);
 				goto out;
 			}
 		}
@@ -208,15 +222,32 @@ out:
 	pthread_mutex_unlock(&ctx->pool_lock);
 }
 
+/*
+ * A port that is down fails what is posted on it at once on some devices
+ * (rxe: local QP operation error): say so in the QP's error.
+ */
+static const char *port_note(struct rdmaq_verbs_ctx *ctx, char *buf, size_t len)
+{
+	struct ibv_port_attr pa;
+
+	if (ibv_query_port(ctx->ibctx, (uint8_t)ctx->info.port, &pa) || pa.state == IBV_PORT_ACTIVE)
+		return "";
+	snprintf(buf, len, "; local port %s:%u is %s", ctx->info.device, ctx->info.port,
+		 ibv_port_state_str(pa.state));
+	return buf;
+}
+
 /* Retire completed sends; a failed one breaks the QP.  Caller holds q->lock. */
 static int qp_reap_locked(struct rdmaq_verbs_qp *q)
 {
+	char note[96];
 	struct ibv_wc wc[16];
 	int n, i;
 
 	n = ibv_poll_cq(q->scq, 16, wc);
 	if (n < 0) {
-		qp_fail_locked(q, -EIO, "ibv_poll_cq (send CQ of QP %u) failed", q->qp->qp_num);
+		qp_fail_locked(q, -EIO, "ibv_poll_cq (send CQ of QP %u) failed: %s", q->qp->qp_num,
+			       strerror(-rdmaq_verbs_err(n)));
 		return q->err;
 	}
 	for (i = 0; i < n; i++) {
@@ -228,8 +259,9 @@ static int qp_reap_locked(struct rdmaq_verbs_qp *q)
 		/* Retry exhaustion means nobody answers at the other end. */
 		qp_fail_locked(q, wc[i].status == IBV_WC_RETRY_EXC_ERR ||
 				  wc[i].status == IBV_WC_RNR_RETRY_EXC_ERR ? -EOWNERDEAD : -EIO,
-			       "RDMA WRITE on queue pair %u failed: %s (wc status %d)",
-			       q->qp->qp_num, ibv_wc_status_str(wc[i].status), wc[i].status);
+			       "RDMA WRITE on queue pair %u failed: %s (wc status %d)%s",
+			       q->qp->qp_num, ibv_wc_status_str(wc[i].status), wc[i].status,
+			       q->err ? "" : port_note(q->pool->ctx, note, sizeof(note)));
 	}
 	return q->err ? q->err : n;
 }
@@ -281,11 +313,11 @@ static int qp_post_locked(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wrs, uin
 	}
 	ret = ibv_post_send(q->qp, wrs, &bad);
 	if (ret) {
-		ret = ret < 0 ? -ret : ret;
+		ret = rdmaq_verbs_err(ret);
 		/* The WRs before `bad` went out and will complete. */
-		if (bad)
+		if (bad >= wrs && bad < wrs + n)
 			q->posted += (uint64_t)(bad - wrs);
-		return rdmaq_set_err(-ret, "ibv_post_send on QP %u: %s", q->qp->qp_num, strerror(ret));
+		return rdmaq_set_err(ret, "ibv_post_send on QP %u: %s", q->qp->qp_num, strerror(-ret));
 	}
 	q->posted += n;
 	return 0;
@@ -497,14 +529,16 @@ out:
 	return ret;
 }
 
-int rdmaq_verbs_pool_ok(struct rdmaq_verbs_ctx *ctx, uint64_t pool_id)
+int rdmaq_verbs_pool_ok(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, uint64_t pool_id)
 {
 	struct rdmaq_verbs_pool *p;
 	int ok;
 
 	pthread_mutex_lock(&ctx->pool_lock);
 	p = pool_by_id(ctx, pool_id);
-	ok = p && __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == RDMAQ_POOL_READY;
+	/* A pool id names QPs to one process: nobody else may borrow it. */
+	ok = p && !memcmp(p->peer, peer, sizeof(p->peer)) &&
+	     __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == RDMAQ_POOL_READY;
 	pthread_mutex_unlock(&ctx->pool_lock);
 	return ok;
 }
@@ -548,6 +582,44 @@ out:
 	return ret;
 }
 
+/*
+ * What the peer sent about its port and QPs is checked before any of it
+ * reaches ibv_modify_qp: -EPROTO naming the field.
+ */
+static int remote_check(struct rdmaq_verbs_ctx *ctx, const struct rdmaq_verbs_port *remote,
+			const struct rdmaq_verbs_qp_info *rqps, uint32_t n)
+{
+	static const uint8_t zero[16];
+	uint32_t i, j;
+
+	if (remote->link_layer != ctx->info.link_layer)
+		return rdmaq_set_err(-EPROTO, "link layers differ: peer %.63s is %s, %s is %s", remote->device,
+				     remote->link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" :
+				     remote->link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "unknown",
+				     ctx->info.device,
+				     ctx->info.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand");
+	if (remote->mtu < IBV_MTU_256 || remote->mtu > IBV_MTU_4096)
+		return rdmaq_set_err(-EPROTO, "peer port: mtu %u is not an ibv_mtu (1..5)", remote->mtu);
+	if (remote->lid > 0xffff)
+		return rdmaq_set_err(-EPROTO, "peer port: lid %u is not 16 bits", remote->lid);
+	if ((ctx->info.link_layer == IBV_LINK_LAYER_ETHERNET || remote->lid == 0) &&
+	    !memcmp(remote->gid, zero, sizeof(zero)))
+		return rdmaq_set_err(-EPROTO, "peer port: gid is all zeroes");
+	for (i = 0; i < n; i++) {
+		/* QP numbers and PSNs are 24 bits; QPs 0 and 1 are special. */
+		if (rqps[i].qpn < 2 || rqps[i].qpn > 0xffffff)
+			return rdmaq_set_err(-EPROTO, "peer QP %u: qpn %u is not a QP number (2..2^24-1)", i,
+					     rqps[i].qpn);
+		if (rqps[i].psn > 0xffffff)
+			return rdmaq_set_err(-EPROTO, "peer QP %u: psn %u is not 24 bits", i, rqps[i].psn);
+		for (j = 0; j < i; j++)
+			if (rqps[j].qpn == rqps[i].qpn)
+				return rdmaq_set_err(-EPROTO, "peer QPs %u and %u: the same qpn %u", j, i,
+						     rqps[i].qpn);
+	}
+	return 0;
+}
+
 int rdmaq_verbs_pool_accept(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, uint64_t pool_id,
 			    const struct rdmaq_verbs_port *remote,
 			    const struct rdmaq_verbs_qp_info *rqps, uint32_t n,
@@ -560,12 +632,12 @@ int rdmaq_verbs_pool_accept(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, ui
 	if (rdmaq_verbs_ctx_stale(ctx))
 		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
 	if (n < 1 || n > RDMAQ_VERBS_MAX_QPS)
-		return rdmaq_set_err(-EINVAL, "peer offers a pool of %u QPs (1..%u)", n, RDMAQ_VERBS_MAX_QPS);
-	if (remote->link_layer != ctx->info.link_layer)
-		return rdmaq_set_err(-EPROTO, "link layers differ: peer %s is %s, %s is %s", remote->device,
-				     remote->link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand",
-				     ctx->info.device,
-				     ctx->info.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand");
+		return rdmaq_set_err(-EPROTO, "peer offers a pool of %u QPs (1..%u)", n, RDMAQ_VERBS_MAX_QPS);
+	if (!pool_id)
+		return rdmaq_set_err(-EPROTO, "peer offers pool id 0");
+	ret = remote_check(ctx, remote, rqps, n);
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&ctx->pool_lock);
 	if (pool_by_id(ctx, pool_id)) {
 		ret = rdmaq_set_err(-EEXIST, "pool %llu exists already", (unsigned long long)pool_id);
@@ -605,12 +677,10 @@ int rdmaq_verbs_pool_complete(struct rdmaq_verbs_ctx *ctx, uint64_t pool_id,
 		ret = rdmaq_set_err(-ENOENT, "no pending pool %llu", (unsigned long long)pool_id);
 		goto out;
 	}
-	if (n != p->n) {
+	if (n != p->n)
 		ret = rdmaq_set_err(-EPROTO, "peer answered with %u QPs for a pool of %u", n, p->n);
-	} else if (remote->link_layer != ctx->info.link_layer) {
-		ret = rdmaq_set_err(-EPROTO, "link layers differ between %s and the peer's %s",
-				    ctx->info.device, remote->device);
-	}
+	else
+		ret = remote_check(ctx, remote, rqps, n);
 	for (i = 0; !ret && i < n; i++)
 		ret = qp_connect(ctx, &p->qps[i], remote, &rqps[i]);
 	if (ret) {

@@ -39,8 +39,9 @@ struct rdmaq_verbs_reader {
 	int live_fd;
 	bool connected;
 	bool writer_gone;
+	int gone_err;			/* the liveness socket's error (0: EOF) */
 	char desc[96];
-	struct pollfd pfds[3];
+	struct pollfd pfds[RDMAQ_VERBS_EP_NFDS + 1];
 };
 
 #define to_vreader(rp) ((struct rdmaq_verbs_reader *)(rp))
@@ -123,7 +124,7 @@ static void vr_destroy(struct rdmaq_reader *rp)
 		free(r);
 		return;
 	}
-	if (!r->writer_gone && rdmaq_verbs_live_gone(r->live_fd))
+	if (!r->writer_gone && rdmaq_verbs_live_check(r->live_fd, &r->gone_err))
 		r->writer_gone = true;
 	/* A gone writer reads no credit: do not wait for its QPs to time out. */
 	if (!rp->closed && !r->writer_gone)
@@ -134,12 +135,9 @@ static void vr_destroy(struct rdmaq_reader *rp)
 		vr_post_credit(r, RDMAQ_CREDIT_CLOSED, false, true);
 	shutdown(r->live_fd, SHUT_WR);
 	rdmaq_verbs_pool_put(r->pool);
-	g = calloc(1, sizeof(*g));
-	if (g)
-		g->fds = calloc(1, sizeof(int));
-	if (!g || !g->fds) {
+	g = rdmaq_verbs_grave_new(2, 1);
+	if (!g) {
 		/* Leak the ring rather than risk the writer hitting a dead key. */
-		free(g);
 		close(r->live_fd);
 		free(r);
 		return;
@@ -166,13 +164,14 @@ static int vr_block(void *ep, int64_t timeout_ns)
 	int ret;
 
 	if (r->connected && !r->writer_gone) {
-		r->pfds[2].fd = r->live_fd;
+		r->pfds[RDMAQ_VERBS_EP_NFDS].fd = r->live_fd;
 		nlive = 1;
 	}
 	ret = rdmaq_verbs_ep_block(&r->ep, r->pfds, nlive, timeout_ns);
 	/* Report it from check_peer, after the core has looked at the ring
 	 * once more: records that landed before the writer died still count. */
-	if (nlive && r->pfds[2].revents && rdmaq_verbs_live_gone(r->live_fd))
+	if (nlive && r->pfds[RDMAQ_VERBS_EP_NFDS].revents &&
+	    rdmaq_verbs_live_check(r->live_fd, &r->gone_err))
 		r->writer_gone = true;
 	return ret;
 }
@@ -190,11 +189,14 @@ static int vr_check_peer(void *ep)
 
 	if (!r->connected)
 		return 0;
-	if (!r->writer_gone && rdmaq_verbs_live_gone(r->live_fd))
+	if (!r->writer_gone && rdmaq_verbs_live_check(r->live_fd, &r->gone_err))
 		r->writer_gone = true;
-	if (r->writer_gone)
-		return rdmaq_set_err(-EOWNERDEAD, "writer (%s) died: its connection closed before it "
-				     "closed the queue", r->desc);
+	if (r->writer_gone) {
+		char why[160];
+
+		rdmaq_verbs_live_why(why, sizeof(why), r->gone_err);
+		return rdmaq_set_err(-EOWNERDEAD, "writer (%s) %s", r->desc, why);
+	}
 	for (k = 0; k < r->pool->n; k++) {
 		q = &r->pool->rqps[k];
 		rdmaq_verbs_qp_reap(q);
@@ -249,17 +251,14 @@ int rdmaq_verbs_reader_create(struct rdmaq_reader **out, struct rdmaq_verbs_ctx 
 	r->map = p;
 	r->scratch = (uint64_t *)(r->map + r->ring_len);
 	/* The ring is the only thing the writer may write. */
-	r->ring_mr = rdmaq_verbs_reg(ctx, r->map, r->ring_len,
-				     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, "reader ring");
-	if (!r->ring_mr) {
-		ret = -errno;
+	ret = rdmaq_verbs_reg(ctx, r->map, r->ring_len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+			      "reader ring", &r->ring_mr);
+	if (ret)
 		goto clean_map;
-	}
-	r->scratch_mr = rdmaq_verbs_reg(ctx, r->scratch, pg, IBV_ACCESS_LOCAL_WRITE, "credit scratch");
-	if (!r->scratch_mr) {
-		ret = -errno;
+	ret = rdmaq_verbs_reg(ctx, r->scratch, pg, IBV_ACCESS_LOCAL_WRITE, "credit scratch",
+			      &r->scratch_mr);
+	if (ret)
 		goto clean_ring_mr;
-	}
 	ret = rdmaq_verbs_ep_init(&r->ep, ctx);
 	if (ret)
 		goto clean_scratch_mr;
@@ -300,11 +299,17 @@ int rdmaq_verbs_reader_connect(struct rdmaq_reader *rp, uint64_t pool_id,
 		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
 	if (r->connected)
 		return rdmaq_set_err(-EISCONN, "reader %u is already connected", rp->index);
+	if (!writer->addr || writer->addr > UINT64_MAX - sizeof(struct rdmaq_credit))
+		return rdmaq_set_err(-EPROTO, "writer's credit address 0x%llx is not an address",
+				     (unsigned long long)writer->addr);
+	if (live_fd < 0)
+		return rdmaq_set_err(-EINVAL, "reader %u: no liveness socket", rp->index);
 	r->pool = rdmaq_verbs_pool_get(r->ctx, pool_id);
 	if (!r->pool)
 		return -ENOENT;
 	r->credit_qp = rdmaq_verbs_pool_pick(r->pool, false);
-	r->credit_addr = writer->addr + (uint64_t)rp->index * sizeof(struct rdmaq_credit);
+	/* The writer names our own slot; its MR covers that slot alone. */
+	r->credit_addr = writer->addr;
 	r->credit_rkey = writer->rkey;
 	r->writer_ep = writer->ep_id;
 	rp->key = writer->key;

@@ -39,6 +39,7 @@ struct rdmaq_verbs_wpeer {
 	int live_fd;
 	bool attached;
 	bool gone;			/* liveness socket ended */
+	int gone_err;			/* ... with this socket error (0: EOF) */
 	char desc[96];
 };
 
@@ -52,7 +53,9 @@ struct rdmaq_verbs_writer {
 	struct ibv_mr *staging_mr;
 	struct rdmaq_credit *credits;
 	size_t credit_len;
-	struct ibv_mr *credit_mr;
+	/* One MR per reader's credit slot: a reader can write its own slot
+	 * and nothing else of ours. */
+	struct ibv_mr **credit_mrs;
 	uint32_t attached;
 	bool pending;			/* records emitted, not yet written */
 	uint64_t pend_first;
@@ -60,7 +63,7 @@ struct rdmaq_verbs_writer {
 	size_t pend_last_bytes;
 	uint64_t max_write;		/* port's max message size */
 	int pin_cpu;			/* >= 0: unannounced data went via this CPU's QP */
-	struct pollfd *pfds;		/* efd, channel, one liveness socket per reader */
+	struct pollfd *pfds;		/* RDMAQ_VERBS_EP_NFDS, then one liveness socket per reader */
 	bool *done;			/* per reader, scratch for flush grouping */
 	struct ibv_send_wr wrs[RDMAQ_VERBS_BATCH];
 	struct ibv_sge sges[RDMAQ_VERBS_BATCH];
@@ -82,9 +85,9 @@ static bool peer_alive(struct rdmaq_verbs_writer *w, uint32_t i)
 
 	if (!p->attached || p->gone)
 		return false;
-	if (rdmaq_verbs_live_gone(p->live_fd)) {
+	if (rdmaq_verbs_live_check(p->live_fd, &p->gone_err)) {
 		p->gone = true;
-		w->pfds[2 + i].fd = -1;
+		w->pfds[RDMAQ_VERBS_EP_NFDS + i].fd = -1;
 		return false;
 	}
 	return true;
@@ -231,8 +234,13 @@ static int vw_connect(struct rdmaq_writer *wp)
 	ctrl->ready = 1;
 	for (i = 0; i < wp->cfg.n_readers; i++) {
 		ret = vw_post_ctrl(w, i, offsetof(struct rdmaq_ring_ctrl, ready), sizeof(ctrl->ready));
-		if (ret)
-			return rdmaq_set_err(ret, "reader %u (%s): %s", i, w->peers[i].desc, rdmaq_errmsg());
+		if (ret) {
+			char why[256];
+
+			/* The message is formatted into the buffer it quotes. */
+			snprintf(why, sizeof(why), "%s", rdmaq_errmsg());
+			return rdmaq_set_err(ret, "reader %u (%s): %s", i, w->peers[i].desc, why);
+		}
 	}
 	return 0;
 }
@@ -390,9 +398,7 @@ static void vw_destroy(struct rdmaq_writer *wp)
 		rdmaq_writer_close(wp);
 	vw_fence(w);
 	rdmaq_verbs_ep_fini(&w->ep);
-	g = calloc(1, sizeof(*g));
-	if (g)
-		g->fds = calloc(n, sizeof(int));
+	g = rdmaq_verbs_grave_new(n + 1, n);
 	for (i = 0; i < n; i++) {
 		struct rdmaq_verbs_wpeer *p = &w->peers[i];
 
@@ -400,17 +406,17 @@ static void vw_destroy(struct rdmaq_writer *wp)
 			continue;
 		/* "I will not write to you again"; keep reading for their EOF. */
 		shutdown(p->live_fd, SHUT_WR);
-		if (g && g->fds)
+		if (g)
 			g->fds[g->nfds++] = p->live_fd;
 		else
 			close(p->live_fd);
 		rdmaq_verbs_pool_put(p->pool);
 	}
-	if (g && g->fds) {
-		g->mrs[0] = w->credit_mr;
+	if (g) {
+		memcpy(g->mrs, w->credit_mrs, n * sizeof(g->mrs[0]));
+		g->mrs[n] = w->staging_mr;
 		g->mem[0] = w->credits;
 		g->len[0] = w->credit_len;
-		g->mrs[1] = w->staging_mr;
 		g->mem[1] = w->staging;
 		g->len[1] = w->staging_len;
 		rdmaq_verbs_grave_add(w->ctx, g);
@@ -422,6 +428,7 @@ static void vw_destroy(struct rdmaq_writer *wp)
 free_w:
 	free(w->pfds);
 	free(w->done);
+	free(w->credit_mrs);
 	free(w);
 }
 
@@ -434,13 +441,13 @@ static int vw_check_live(struct rdmaq_verbs_writer *w, bool poll_all)
 
 	for (i = 0; i < w->w.cfg.n_readers; i++) {
 		struct rdmaq_verbs_wpeer *p = &w->peers[i];
-		struct pollfd *pf = &w->pfds[2 + i];
+		struct pollfd *pf = &w->pfds[RDMAQ_VERBS_EP_NFDS + i];
 
 		if (!p->attached || p->gone)
 			continue;
 		if (!poll_all && !pf->revents)
 			continue;
-		if (!rdmaq_verbs_live_gone(p->live_fd))
+		if (!rdmaq_verbs_live_check(p->live_fd, &p->gone_err))
 			continue;
 		p->gone = true;
 		pf->fd = -1;	/* stop polling it, or ppoll spins */
@@ -480,9 +487,12 @@ static int vw_check_peer(void *ep)
 
 		if (!peer_open(w, i))
 			continue;
-		if (p->gone)
-			return rdmaq_set_err(-EOWNERDEAD, "reader %u (%s) died: its connection to the writer "
-					     "closed without closing the queue", i, p->desc);
+		if (p->gone) {
+			char why[160];
+
+			rdmaq_verbs_live_why(why, sizeof(why), p->gone_err);
+			return rdmaq_set_err(-EOWNERDEAD, "reader %u (%s) %s", i, p->desc, why);
+		}
 		for (k = 0; k < p->pool->n; k++)
 			rdmaq_verbs_qp_reap(&p->pool->qps[k]);
 		q = peer_broken_qp(p);
@@ -544,15 +554,16 @@ int rdmaq_verbs_writer_create(struct rdmaq_writer **out, struct rdmaq_verbs_ctx 
 	w->ep.efd = -1;
 	w->pin_cpu = -1;
 	w->max_write = ctx->port_attr.max_msg_sz ? ctx->port_attr.max_msg_sz : 1U << 30;
-	w->pfds = calloc(2 + cfg->n_readers, sizeof(*w->pfds));
+	w->pfds = calloc(RDMAQ_VERBS_EP_NFDS + cfg->n_readers, sizeof(*w->pfds));
 	w->done = calloc(cfg->n_readers, sizeof(*w->done));
-	if (!w->pfds || !w->done) {
+	w->credit_mrs = calloc(cfg->n_readers, sizeof(*w->credit_mrs));
+	if (!w->pfds || !w->done || !w->credit_mrs) {
 		ret = rdmaq_set_err(-ENOMEM, "out of memory");
 		goto clean_w;
 	}
 	for (i = 0; i < cfg->n_readers; i++) {
 		w->peers[i].live_fd = -1;
-		w->pfds[2 + i].fd = -1;
+		w->pfds[RDMAQ_VERBS_EP_NFDS + i].fd = -1;
 	}
 
 	w->ring_bytes = rdmaq_ring_bytes(cfg->slot_bytes, cfg->slots);
@@ -563,37 +574,36 @@ int rdmaq_verbs_writer_create(struct rdmaq_writer **out, struct rdmaq_verbs_ctx 
 		goto clean_w;
 	}
 	/* Local only: the staging ring is a WRITE source, never a target. */
-	w->staging_mr = rdmaq_verbs_reg(ctx, w->staging, w->staging_len, IBV_ACCESS_LOCAL_WRITE,
-					"staging ring");
-	if (!w->staging_mr) {
-		ret = -errno;
+	ret = rdmaq_verbs_reg(ctx, w->staging, w->staging_len, IBV_ACCESS_LOCAL_WRITE, "staging ring",
+			      &w->staging_mr);
+	if (ret)
 		goto clean_staging;
-	}
 	w->credit_len = page_round(cfg->n_readers * sizeof(struct rdmaq_credit));
 	w->credits = map_zeroed(w->credit_len);
 	if (!w->credits) {
 		ret = rdmaq_set_err(-ENOMEM, "cannot map the credit array");
 		goto clean_staging_mr;
 	}
-	for (i = 0; i < cfg->n_readers; i++)
+	for (i = 0; i < cfg->n_readers; i++) {
 		w->credits[i].next_seq = 1;
-	w->credit_mr = rdmaq_verbs_reg(ctx, w->credits, w->credit_len,
-				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, "credit array");
-	if (!w->credit_mr) {
-		ret = -errno;
-		goto clean_credits;
+		ret = rdmaq_verbs_reg(ctx, &w->credits[i], sizeof(w->credits[i]),
+				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, "credit slot",
+				      &w->credit_mrs[i]);
+		if (ret)
+			goto clean_credit_mrs;
 	}
 	ret = rdmaq_verbs_ep_init(&w->ep, ctx);
 	if (ret)
-		goto clean_credit_mr;
+		goto clean_credit_mrs;
 	rdmaq_writer_init(&w->w, &vw_ops, &vw_wait_ops, cfg, rdmaq_random_u64(), w->credits);
 	((struct rdmaq_ring_ctrl *)w->staging)->magic = RDMAQ_MAGIC;
 	*out = &w->w;
 	return 0;
 
-clean_credit_mr:
-	ibv_dereg_mr(w->credit_mr);
-clean_credits:
+clean_credit_mrs:
+	for (i = 0; i < cfg->n_readers; i++)
+		if (w->credit_mrs[i])
+			ibv_dereg_mr(w->credit_mrs[i]);
 	munmap(w->credits, w->credit_len);
 clean_staging_mr:
 	ibv_dereg_mr(w->staging_mr);
@@ -602,20 +612,25 @@ clean_staging:
 clean_w:
 	free(w->pfds);
 	free(w->done);
+	free(w->credit_mrs);
 	free(w);
 	return ret;
 }
 
-void rdmaq_verbs_writer_info(struct rdmaq_writer *wp, struct rdmaq_verbs_ep_info *out)
+int rdmaq_verbs_writer_info(struct rdmaq_writer *wp, uint32_t index, struct rdmaq_verbs_ep_info *out)
 {
 	struct rdmaq_verbs_writer *w = to_vwriter(wp);
 
+	if (index >= wp->cfg.n_readers)
+		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers", index,
+				     wp->cfg.n_readers);
 	*out = (struct rdmaq_verbs_ep_info){
 		.ep_id = w->ep.id,
-		.rkey = w->credit_mr->rkey,
-		.addr = (uintptr_t)w->credits,
+		.rkey = w->credit_mrs[index]->rkey,
+		.addr = (uintptr_t)&w->credits[index],
 		.key = wp->key,
 	};
+	return 0;
 }
 
 int rdmaq_verbs_writer_attach(struct rdmaq_writer *wp, uint32_t index, uint64_t pool_id,
@@ -634,6 +649,11 @@ int rdmaq_verbs_writer_attach(struct rdmaq_writer *wp, uint32_t index, uint64_t 
 		return rdmaq_set_err(-EBUSY, "reader index %u is already attached", index);
 	if (wp->ready)
 		return rdmaq_set_err(-EISCONN, "the queue is already connected");
+	if (!reader->addr || reader->addr > UINT64_MAX - w->ring_bytes)
+		return rdmaq_set_err(-EPROTO, "reader %u: ring address 0x%llx cannot hold a %zu-byte ring",
+				     index, (unsigned long long)reader->addr, w->ring_bytes);
+	if (live_fd < 0)
+		return rdmaq_set_err(-EINVAL, "reader %u: no liveness socket", index);
 	p->pool = rdmaq_verbs_pool_get(w->ctx, pool_id);
 	if (!p->pool)
 		return -ENOENT;
@@ -643,7 +663,7 @@ int rdmaq_verbs_writer_attach(struct rdmaq_writer *wp, uint32_t index, uint64_t 
 	p->live_fd = live_fd;
 	snprintf(p->desc, sizeof(p->desc), "%s", desc && *desc ? desc : "?");
 	p->attached = true;
-	w->pfds[2 + index].fd = live_fd;
+	w->pfds[RDMAQ_VERBS_EP_NFDS + index].fd = live_fd;
 	w->attached++;
 	return 0;
 }

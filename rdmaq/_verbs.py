@@ -9,13 +9,15 @@ network's address and puts both in the handle.  A reader
    side's C wait at once), then, in ``before_ready``,
 2. finds its process's QP pool to the writer's process, or prepares a new
    one (QPs in INIT), and sends ATTACH: pool, port/GID, ring address/rkey,
-   the liveness socket's local address;
-3. gets the writer's answer (its QPs for a new pool, credit address/rkey,
-   trailer key), connects, and sends ATTACHED; the writer then hands the
-   ring and the liveness fd to C, and answers.
+   ring geometry, the liveness socket's local address;
+3. gets the writer's answer (its QPs for a new pool, the address/rkey of
+   this reader's credit slot, trailer key), connects, and sends ATTACHED;
+   the writer then hands the ring and the liveness fd to C, and answers.
 
-A reader in the writer's own process attaches directly (loopback pool,
-socketpair for liveness), so single-threaded code works as with shm.
+Every field of the handle and of both sides' messages is checked before
+use (rdmaq._verbs_wire): a forged or corrupt one is an error naming the
+field.  A reader in the writer's own process attaches directly (loopback
+pool, socketpair for liveness), so single-threaded code works as with shm.
 """
 import errno
 import json
@@ -29,14 +31,16 @@ import weakref
 
 import zmq
 
+from . import _verbs_wire as wire
 from . import errors
 from ._rdmaq_verbs import ffi, lib
 from .handle import Handle
 
 NAME = "verbs"
-PROTO = 1
-_MAX_QPS = 64
+PROTO = 2  # 2: per-reader credit slots (each its own MR), geometry in ATTACH
+_MAX_QPS = wire.MAX_QPS
 _POLL_S = 0.1
+U32_MAX = wire.U32
 
 # queue id -> WriterBackend, for readers in the writer's own process
 _writers = weakref.WeakValueDictionary()
@@ -122,17 +126,15 @@ def _port_dict(p):
 
 
 def _port_struct(d):
+    """d: a port dict checked by wire.port (every value fits its C field)."""
     p = ffi.new("struct rdmaq_verbs_port *")
-    p.device = str(d["device"]).encode()[:63]
-    p.port = int(d["port"])
-    p.gid_index = int(d["gid_index"])
-    gid = bytes.fromhex(d["gid"])
-    if len(gid) != 16:
-        raise ValueError(f"bad GID {d['gid']!r}")
-    ffi.memmove(p.gid, gid, 16)
-    p.lid = int(d["lid"])
-    p.link_layer = int(d["link_layer"])
-    p.mtu = int(d["mtu"])
+    p.device = d["device"].encode()
+    p.port = d["port"]
+    p.gid_index = d["gid_index"]
+    ffi.memmove(p.gid, bytes.fromhex(d["gid"]), 16)
+    p.lid = d["lid"]
+    p.link_layer = d["link_layer"]
+    p.mtu = d["mtu"]
     return p
 
 
@@ -141,9 +143,21 @@ def _ep_dict(e):
 
 
 def _ep_struct(d):
+    """d: checked by wire.endpoint_info."""
     e = ffi.new("struct rdmaq_verbs_ep_info *")
-    e.ep_id, e.rkey, e.addr, e.key = int(d["ep_id"]), int(d["rkey"]), int(d["addr"]), int(d["key"])
+    e.ep_id, e.rkey, e.addr, e.key = d["ep_id"], d["rkey"], d["addr"], d["key"]
     return e
+
+
+def _qp_array(pairs):
+    """pairs: checked by wire.qps."""
+    return ffi.new("struct rdmaq_verbs_qp_info[]", [{"qpn": a, "psn": b} for a, b in pairs])
+
+
+def _writer_info(ptr, index):
+    e = ffi.new("struct rdmaq_verbs_ep_info *")
+    _check(lib.rdmaq_verbs_writer_info(ptr, index, e), f"credit slot of reader {index}")
+    return _ep_dict(e)
 
 
 def _gid_ipv4(port):
@@ -180,11 +194,22 @@ def _poll_s(deadline):
     return _POLL_S if rem is None else min(_POLL_S, rem)
 
 
+def _liveness_s():
+    """How long a silent network path may last before its peer is declared unreachable."""
+    v = _env_int("RDMAQ_VERBS_LIVENESS_S", 5)
+    if not 2 <= v <= 3600:
+        raise ValueError(f"RDMAQ_VERBS_LIVENESS_S must be in 2..3600 seconds, got {v}")
+    return v
+
+
 def _keepalive(sock):
-    """A host that vanishes sends no FIN: let TCP notice within seconds."""
+    """A host that vanishes sends no FIN, a cut link delivers nothing: let TCP
+    notice within RDMAQ_VERBS_LIVENESS_S (default 5 s: probes after 2 s of
+    silence, then every second).  A shorter outage is ridden out."""
+    t = _liveness_s()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for opt, val in (("TCP_KEEPIDLE", 2), ("TCP_KEEPINTVL", 1), ("TCP_KEEPCNT", 3),
-                     ("TCP_USER_TIMEOUT", 5000)):
+    for opt, val in (("TCP_KEEPIDLE", max(1, round(t * 0.4))), ("TCP_KEEPINTVL", max(1, round(t * 0.2))),
+                     ("TCP_KEEPCNT", 3), ("TCP_USER_TIMEOUT", t * 1000)):
         if hasattr(socket, opt):
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), val)
@@ -199,6 +224,7 @@ def _desc(pid, host):
 def _zsocket(kind):
     s = zmq.Context.instance().socket(kind)
     s.linger = 0
+    s.setsockopt(zmq.MAXMSGSIZE, wire.MAX_MESSAGE)  # a larger message is not ours
     return s
 
 
@@ -218,10 +244,8 @@ class WriterBackend:
         self._lock = threading.Lock()  # C attach calls; same-process readers use other threads
         self._queue = secrets.token_hex(8)
         self._proc = _proc_id()
-        winfo = ffi.new("struct rdmaq_verbs_ep_info *")
-        lib.rdmaq_verbs_writer_info(self.ptr, winfo)
-        self._winfo = _ep_dict(winfo)
-        self._pending = {}  # index -> ATTACH details, until ATTACHED
+        self._geometry = {k: config[k] for k in ("n_readers", "slot_bytes", "slots")}
+        self._pending = {}  # index -> ATTACH details and liveness socket, until ATTACHED
         self._live = {}  # (ip, port) of a reader's liveness socket -> accepted socket
         self._fds = {}  # index -> liveness fd now owned by C (watched until ready)
         self._descs = {}  # index -> "pid N [on host]"
@@ -259,7 +283,10 @@ class WriterBackend:
             _writers[self._queue] = self
 
     # -- readers in this process ----------------------------------------------
-    def _attach_local(self, reader, index):
+    def _attach_local(self, reader, index, geometry):
+        if geometry != self._geometry:
+            raise ValueError(f"reader {index}'s handle describes rings of {geometry}, this writer's "
+                             f"are {self._geometry}")
         with self._lock:
             pool = ffi.new("uint64_t *")
             _check(lib.rdmaq_verbs_pool_find(self._ctx, self._proc, pool), "loopback QP pool")
@@ -269,7 +296,7 @@ class WriterBackend:
             desc = f"pid {os.getpid()}".encode()
             # Reader first: if the writer then refuses, closing `mine`
             # tells the reader's ring it may be freed.
-            rc = lib.rdmaq_verbs_reader_connect(reader.ptr, pool[0], _ep_struct(self._winfo),
+            rc = lib.rdmaq_verbs_reader_connect(reader.ptr, pool[0], _ep_struct(_writer_info(self.ptr, index)),
                                                 theirs.fileno(), desc)
             if rc < 0:
                 mine.close()
@@ -326,86 +353,107 @@ class WriterBackend:
     def _serve(self):
         while True:
             try:
-                ident, raw = self._router.recv_multipart(zmq.NOBLOCK)
+                frames = self._router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            except ValueError:
+            if len(frames) != 2:
                 continue  # not [identity, payload]: not one of ours
+            ident, raw = frames
             try:
-                msg = json.loads(raw)
-                op = msg.get("op")
-                if op == "attach":
-                    reply = self._on_attach(ident, msg)
-                elif op == "attached":
-                    reply = self._on_attached(ident, msg)
-                else:
-                    reply = {"ok": False, "error": f"unknown request {op!r}"}
+                reply = self._request(ident, raw)
+            except wire.Bad as e:  # a bad field: the sender's mistake, or a forgery
+                reply = {"ok": False, "value_error": True, "error": f"bad request: {e}"}
             except ValueError as e:  # the reader's mistake: bad index, stale handle
                 reply = {"ok": False, "value_error": True, "error": str(e)}
-            except (KeyError, TypeError) as e:
-                reply = {"ok": False, "error": f"bad request: {e!r}"}
             except OSError as e:
                 reply = {"ok": False, "errno": e.errno, "error": e.strerror or str(e)}
             except errors.Error as e:
                 reply = {"ok": False, "error": str(e)}
             self._router.send_multipart([ident, json.dumps(reply).encode()])
 
-    def _index(self, msg):
-        index = msg["index"]
-        if msg.get("queue") != self._queue:
+    def _request(self, ident, raw):
+        msg = wire.loads(raw, "request")
+        op = wire.get(msg, "op")
+        if op not in ("attach", "attached"):
+            raise wire.Bad("op", f"must be 'attach' or 'attached', got {wire.show(op)}")
+        proto = wire.get(msg, "proto")
+        if proto != PROTO:
+            raise ValueError(f"reader speaks verbs protocol {wire.show(proto)}, this writer {PROTO}: "
+                             "run the same rdmaq release on both ends")
+        if wire.queue_id(wire.get(msg, "queue"), "queue") != self._queue:
             raise ValueError("the handle belongs to another queue (a stale handle?)")
-        if not isinstance(index, int) or not 0 <= index < self._n:
-            raise ValueError(f"reader index {index!r} out of range: queue has {self._n} readers")
+        index = wire.integer(wire.get(msg, "index"), "index", 0, U32_MAX)
+        if index >= self._n:
+            raise ValueError(f"reader index {index} out of range: queue has {self._n} readers")
         if index in self._fds:
             raise OSError(errno.EBUSY, f"reader index {index} is already attached")
-        return index
+        if op == "attach":
+            return self._on_attach(ident, index, msg)
+        return self._on_attached(ident, index)
 
-    def _on_attach(self, ident, msg):
-        index = self._index(msg)
+    def _on_attach(self, ident, index, msg):
+        geometry = wire.geometry(wire.get(msg, "geometry"), "geometry")
+        if geometry != self._geometry:
+            raise ValueError(f"reader {index}'s handle describes rings of {geometry}, this writer's "
+                             f"are {self._geometry}")
+        peer = wire.hexbytes(wire.get(msg, "proc"), "proc", 16)
+        if peer == self._proc:  # readers in this process attach without a request
+            raise wire.Bad("proc", "is this writer's own process id")
+        desc = _desc(wire.pid(wire.get(msg, "pid"), "pid"), wire.host(wire.get(msg, "host"), "host"))
+        remote = wire.port(wire.get(msg, "port"), "port")
+        pool_id, qps = wire.pool(wire.get(msg, "pool"), "pool")
+        ring = wire.endpoint_info(wire.get(msg, "ring"), "ring")
+        live = wire.address(wire.get(msg, "live"), "live")
         old = self._pending.get(index)
         if old is not None and old["ident"] != ident:
-            raise OSError(errno.EBUSY, f"reader index {index} is already being attached by another reader")
-        remote = _port_struct(msg["port"])
-        peer = bytes.fromhex(msg["proc"])
-        pool = msg["pool"]
-        pool_id = int(pool["id"])
+            if not lib.rdmaq_verbs_live_gone(old["sock"].fileno()):
+                raise OSError(errno.EBUSY, f"reader index {index} is already being attached by "
+                                           f"another reader ({old['desc']})")
+            old["sock"].close()  # that one left half-way: this one takes the index
+            del self._pending[index]
+        elif old is not None:
+            raise ValueError(f"reader {index} sent ATTACH twice")
+        # The reader connected its liveness socket before sending ATTACH.
+        sock = self._liveness_socket(live)
+        if sock is None:
+            raise errors.Error(f"reader {index}: its liveness connection from {live[0]}:{live[1]} "
+                               "never arrived")
         reply_pool = {"id": pool_id}
-        if pool.get("qps"):
-            qps = pool["qps"]
-            if not 1 <= len(qps) <= _MAX_QPS:
-                raise ValueError(f"pool of {len(qps)} QPs")
-            rq = ffi.new("struct rdmaq_verbs_qp_info[]", [{"qpn": a, "psn": b} for a, b in qps])
-            out = ffi.new("struct rdmaq_verbs_qp_info[]", len(qps))
-            _check(lib.rdmaq_verbs_pool_accept(self._ctx, peer, pool_id, remote, rq, len(qps), out),
-                   f"connect QPs of reader {index}")
-            reply_pool["qps"] = [[out[i].qpn, out[i].psn] for i in range(len(qps))]
-        elif not lib.rdmaq_verbs_pool_ok(self._ctx, pool_id):
-            return {"ok": False, "stale_pool": True,
-                    "error": f"writer has no QP pool {pool_id} for reader {index}'s process"}
-        self._pending[index] = {
-            "ident": ident,
-            "pool": pool_id,
-            "ring": msg["ring"],
-            "live": (msg["live"][0], int(msg["live"][1])),
-            "desc": _desc(msg["pid"], msg["host"]),
-        }
-        return {"ok": True, "port": _port_dict(self._port), "writer": self._winfo, "pool": reply_pool}
+        try:
+            if qps:
+                out = ffi.new("struct rdmaq_verbs_qp_info[]", len(qps))
+                _check(lib.rdmaq_verbs_pool_accept(self._ctx, peer, pool_id, _port_struct(remote),
+                                                   _qp_array(qps), len(qps), out),
+                       f"connect QPs of reader {index}")
+                reply_pool["qps"] = [[out[i].qpn, out[i].psn] for i in range(len(qps))]
+            elif not lib.rdmaq_verbs_pool_ok(self._ctx, peer, pool_id):
+                self._live[live] = sock  # the reader tries again with a new pool
+                return {"ok": False, "stale_pool": True,
+                        "error": f"writer has no QP pool {pool_id} for reader {index}'s process"}
+            winfo = _writer_info(self.ptr, index)
+        except BaseException:
+            self._live[live] = sock  # still that reader's, if it tries again
+            raise
+        self._pending[index] = {"ident": ident, "pool": pool_id, "ring": ring, "sock": sock,
+                                "desc": desc}
+        return {"ok": True, "port": _port_dict(self._port), "writer": winfo, "pool": reply_pool,
+                "geometry": self._geometry}
 
-    def _on_attached(self, ident, msg):
-        index = self._index(msg)
+    def _liveness_socket(self, live):
+        sock = self._live.pop(live, None)
+        end = time.monotonic() + 2
+        while sock is None and time.monotonic() < end:  # it may still sit in the backlog
+            select.select([self._listener], [], [], 0.05)
+            self._accept()
+            sock = self._live.pop(live, None)
+        return sock
+
+    def _on_attached(self, ident, index):
         st = self._pending.get(index)
         if st is None or st["ident"] != ident:
             raise ValueError(f"reader {index} sent ATTACHED without ATTACH")
-        sock = self._live.pop(st["live"], None)
-        if sock is None:  # its connection may still sit in the backlog
-            end = time.monotonic() + 2
-            while sock is None and time.monotonic() < end:
-                select.select([self._listener], [], [], 0.05)
-                self._accept()
-                sock = self._live.pop(st["live"], None)
-        if sock is None:
-            raise errors.Error(f"reader {index}: its liveness connection from {st['live']} never arrived")
         del self._pending[index]
+        sock = st["sock"]
         with self._lock:
             rc = lib.rdmaq_verbs_writer_attach(self.ptr, index, st["pool"], _ep_struct(st["ring"]),
                                                sock.fileno(), st["desc"].encode())
@@ -427,6 +475,9 @@ class WriterBackend:
         for s in self._live.values():
             s.close()
         self._live.clear()
+        for st in self._pending.values():
+            st["sock"].close()
+        self._pending.clear()
 
     def extra_stats(self):
         return process_stats()
@@ -445,24 +496,27 @@ class ReaderBackend:
     lib = lib
 
     def __init__(self, handle, index, spin_ns):
-        info = handle.info
         try:
-            if info.get("proto") != PROTO:
-                raise ValueError(f"verbs handle protocol {info.get('proto')!r}, this rdmaq speaks {PROTO}")
-            self._queue = str(info["queue"])
-            self._writer_proc = bytes.fromhex(info["writer"])
-            self._endpoint = str(info["endpoint"])
-            live = (str(info["live"][0]), int(info["live"][1]))
-            self._writer_desc = _desc(int(info["pid"]), str(info["host"]))
-            cfg = {
+            info = wire.obj(handle.info, "info")
+            proto = wire.get(info, "proto")
+            if proto != PROTO:
+                raise ValueError(f"verbs handle protocol {wire.show(proto)}, this rdmaq speaks {PROTO}: "
+                                 "run the same rdmaq release on both ends")
+            self._queue = wire.queue_id(wire.get(info, "queue"), "queue")
+            self._writer_proc = wire.hexbytes(wire.get(info, "writer"), "writer", 16)
+            self._endpoint = wire.endpoint(wire.get(info, "endpoint"), "endpoint")
+            live = wire.address(wire.get(info, "live"), "live")
+            self._writer_desc = _desc(wire.pid(wire.get(info, "pid"), "pid"),
+                                      wire.host(wire.get(info, "host"), "host"))
+            self._geometry = wire.geometry({
                 "n_readers": handle.n_readers,
-                "slot_bytes": int(info["slot_bytes"]),
-                "slots": int(info["slots"]),
-                "max_message": int(info["max_message"]),
-                "spin_ns": spin_ns,
-            }
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise ValueError(f"corrupt verbs handle ({e}): {info!r}") from None
+                "slot_bytes": wire.get(info, "slot_bytes"),
+                "slots": wire.get(info, "slots"),
+            }, "handle")
+            cfg = dict(self._geometry, spin_ns=spin_ns,
+                       max_message=wire.integer(wire.get(info, "max_message"), "max_message", 1, 1 << 62))
+        except wire.Bad as e:
+            raise ValueError(f"corrupt verbs handle: {e}") from None
         self._index = index
         self._ctx, self._port = _open_ctx()
         out = ffi.new("struct rdmaq_reader **")
@@ -479,7 +533,7 @@ class ReaderBackend:
             local = _writers.get(self._queue) if self._writer_proc == _proc_id() else None
         if local is not None:
             try:
-                local._attach_local(self, index)
+                local._attach_local(self, index, self._geometry)
             except BaseException:
                 lib.rdmaq_reader_destroy(self.ptr)
                 raise
@@ -520,8 +574,10 @@ class ReaderBackend:
                 self._get_pool(deadline)
                 self._send({
                     "op": "attach",
+                    "proto": PROTO,
                     "queue": self._queue,
                     "index": self._index,
+                    "geometry": {k: self._geometry[k] for k in ("n_readers", "slot_bytes", "slots")},
                     "proc": _proc_id().hex(),
                     "pid": os.getpid(),
                     "host": socket.gethostname(),
@@ -532,17 +588,17 @@ class ReaderBackend:
                 })
                 self._stage = "attach"
             elif self._stage == "attach":
-                reply = self._recv(deadline)
-                if not reply.get("ok") and reply.get("stale_pool"):
+                reply = self._recv(deadline, self._attach_reply)
+                if not reply["ok"] and reply["stale_pool"]:
                     lib.rdmaq_verbs_pool_abort(self._ctx, self._pool)  # we had it, they do not
                     self._pool, self._stage = None, "new"
                     continue
                 self._reply_ok(reply)
                 self._connect(reply)
-                self._send({"op": "attached", "queue": self._queue, "index": self._index})
+                self._send({"op": "attached", "proto": PROTO, "queue": self._queue, "index": self._index})
                 self._stage = "attached"
             elif self._stage == "attached":
-                self._reply_ok(self._recv(deadline))
+                self._reply_ok(self._recv(deadline, lambda d: {"ok": True}))
                 self._stage = "done"
                 self._dealer.close()
                 self._dealer = None
@@ -579,7 +635,32 @@ class ReaderBackend:
     def _send(self, msg):
         self._dealer.send(json.dumps(msg).encode())
 
-    def _recv(self, deadline):
+    def _attach_reply(self, d):
+        """The writer's answer to ATTACH, every field checked (d["ok"] is true)."""
+        offered = self._new_qps
+        pool_id, qps = wire.pool(wire.get(d, "pool"), "pool", qps_required=offered is not None)
+        if pool_id != self._pool:
+            raise wire.Bad("pool.id", f"must be {self._pool}, the pool this reader named, got {pool_id}")
+        if offered is not None and len(qps) != len(offered):
+            raise wire.Bad("pool.qps", f"must have {len(offered)} entries, one per QP offered, "
+                                       f"got {len(qps)}")
+        geometry = wire.geometry(wire.get(d, "geometry"), "geometry")
+        if geometry != self._geometry:
+            raise wire.Bad("geometry", f"must be the handle's {self._geometry}, got {geometry}")
+        return {"ok": True, "port": wire.port(wire.get(d, "port"), "port"), "qps": qps,
+                "writer": wire.endpoint_info(wire.get(d, "writer"), "writer")}
+
+    def _parse_reply(self, raw, parse_ok):
+        try:
+            d = wire.loads(raw, "reply")
+            if not wire.flag(wire.get(d, "ok"), "ok"):
+                return dict(wire.error_reply(d), ok=False)
+            return parse_ok(d)
+        except wire.Bad as e:
+            raise errors.ProtocolError(f"verbs reader {self._index}: the writer ({self._writer_desc}) "
+                                       f"sent a bad reply: {e}") from None
+
+    def _recv(self, deadline, parse_ok):
         poller = zmq.Poller()
         poller.register(self._dealer, zmq.POLLIN)
         poller.register(self._live_fd, zmq.POLLIN)
@@ -590,27 +671,26 @@ class ReaderBackend:
                                    f"({self._writer_desc}) did not answer in time")
             events = dict(poller.poll(wait * 1000))
             if self._dealer in events:
-                return json.loads(self._dealer.recv())
+                return self._parse_reply(self._dealer.recv(), parse_ok)
             if self._live_fd in events and lib.rdmaq_verbs_live_gone(self._live_fd):
                 raise errors.PeerDeadError(
                     f"verbs reader {self._index}: writer ({self._writer_desc}) died or closed "
                     "before attaching this reader")
 
     def _reply_ok(self, reply):
-        if not reply.get("ok"):
-            msg = f"verbs reader {self._index}: writer refused: {reply.get('error', '?')}"
-            if reply.get("value_error"):
+        if not reply["ok"]:
+            msg = f"verbs reader {self._index}: writer refused: {reply['error']}"
+            if reply["value_error"]:
                 raise ValueError(msg)
-            if reply.get("errno"):
+            if reply["errno"]:
                 raise OSError(reply["errno"], msg)
             raise errors.Error(msg)
 
     def _connect(self, reply):
-        pool = reply["pool"]
         if self._new_qps is not None:
-            qps = pool.get("qps") or []
-            rq = ffi.new("struct rdmaq_verbs_qp_info[]", [{"qpn": a, "psn": b} for a, b in qps] or 1)
-            rc = lib.rdmaq_verbs_pool_complete(self._ctx, self._pool, _port_struct(reply["port"]), rq, len(qps))
+            qps = reply["qps"]
+            rc = lib.rdmaq_verbs_pool_complete(self._ctx, self._pool, _port_struct(reply["port"]),
+                                               _qp_array(qps), len(qps))
             self._new_qps = None  # completed, or freed by the failure
             _check(rc, f"verbs reader {self._index}: connect QPs")
         fd = self._live.fileno()

@@ -6,8 +6,12 @@
 #
 # CMD defaults to `python -m pytest -x -q --transport verbs tests/core tests/verbs`
 # (tests/core's transport-parametrized tests over verbs, and tests/verbs),
-# otherwise only the device checks run. rdmaq itself must already be installed
-# on the host (the guest runs the host's Python and the repo's checkout).
+# otherwise only the device checks run. With the default CMD the same VM then
+# runs vLLM's cross-host path, tests/vllm/test_verbs_remote.py, with the venv
+# tests/vllm/ci.sh builds (`--venv-mq`: vLLM 0.33 on CPU torch, this checkout
+# installed; cached under ~/.cache/rdmaq-vllm and shared with the vllm tier);
+# RDMAQ_RXE_VLLM=0 leaves it out. rdmaq itself must already be installed on
+# the host (the guest runs the host's Python and the repo's checkout).
 # Prints the time of each phase. Exit status: the first failing phase's
 # (vm-run's codes 125/241/242/243 for VM problems, see tests/rxe/vm-run).
 #
@@ -45,13 +49,31 @@ if [ "${1:-}" = --in-vm ]; then
 	"$@"
 	rc=$?
 	echo "rxe-ci: tests: ${rc} in $(secs "$t") s" >&2
+	if [ -n "${RDMAQ_RXE_VLLM_PYTHON:-}" ]; then
+		t=$(now)
+		phase "vLLM remote readers over RDMA (tests/vllm/test_verbs_remote.py)"
+		# From tests/vllm: the venv's installed rdmaq, not the source tree.
+		(cd tests/vllm && "$RDMAQ_RXE_VLLM_PYTHON" -m pytest -q -p no:cacheprovider test_verbs_remote.py)
+		vrc=$?
+		echo "rxe-ci: vLLM remote readers: ${vrc} in $(secs "$t") s" >&2
+		[ $rc = 0 ] && rc=$vrc
+	fi
 	exit $rc
 fi
 
 # --- on the host --------------------------------------------------------------
 cd "$repo" || exit 1
+unset RDMAQ_RXE_VLLM_PYTHON
 if [ $# = 0 ] && [ -d tests/verbs ]; then
 	set -- python -m pytest -x -q -rs --transport verbs tests/core tests/verbs
+	if [ "${RDMAQ_RXE_VLLM:-1}" = 1 ]; then
+		t=$(now)
+		phase "venv for vLLM's cross-host test (tests/vllm/ci.sh --venv-mq)"
+		RDMAQ_RXE_VLLM_PYTHON=$(bash "$repo/tests/vllm/ci.sh" --venv-mq) ||
+			{ echo "rxe-ci: no vLLM venv: tests/vllm/ci.sh --venv-mq failed" >&2; exit 1; }
+		export RDMAQ_RXE_VLLM_PYTHON
+		echo "rxe-ci: vLLM venv: $(secs "$t") s" >&2
+	fi
 fi
 export RDMAQ_RESULTS_DIR=${RDMAQ_RESULTS_DIR:-$repo/results/rxe}
 

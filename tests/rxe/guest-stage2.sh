@@ -71,58 +71,21 @@ vlog "stage2 started"
 # netns; the second host's view (only rxe1 visible) is a mount namespace, see
 # peer-exec. rxe sends its packets out of its own netdev, but the kernel's
 # address resolution (rdma_cm, TCP) would treat the other address as local:
-# policy routing below makes it cross the veth pair.
+# policy routing (set up by tests/rxe/net) makes it cross the veth pair.
 rdma_setup() {
-	modprobe -a rdma_rxe rdma_ucm veth || setup_fail "modprobe rdma_rxe rdma_ucm veth"
-	local i
-	# veth0's peer must accept packets from an address of its own host.
+	# sch_netem: network-fault tests shape the veth pair with tc netem.
+	modprobe -a rdma_rxe rdma_ucm veth sch_netem || setup_fail "modprobe rdma_rxe rdma_ucm veth sch_netem"
 	ip link add veth0 type veth peer name veth1 || setup_fail "ip link add veth0/veth1"
-	for i in all veth0 veth1; do
-		echo 1 >"/proc/sys/net/ipv4/conf/$i/accept_local" &&
-			echo 0 >"/proc/sys/net/ipv4/conf/$i/rp_filter" || setup_fail "sysctl on $i"
-	done
-	# Routes between the two addresses use the veth pair, whichever side
-	# starts; a connection to one's own address stays local. Without a source
-	# address, the other host's address is reached from one's own device, so
-	# an rdma_cm client connecting to 192.0.2.2 uses rxe0 (else: rxe1 talking
-	# to itself). Received packets reach the local table (now pref 1000).
-	ip -batch - <<-'EOF' || setup_fail "ip: addresses and policy routing for veth0/veth1"
-		link set lo up
-		addr add 192.0.2.1/24 dev veth0
-		addr add 192.0.2.2/24 dev veth1
-		link set veth0 up
-		link set veth1 up
-		rule add pref 1000 lookup local
-		rule del pref 0 lookup local
-		route add 192.0.2.2/32 dev veth0 src 192.0.2.1 table 100
-		route add 192.0.2.1/32 dev veth1 src 192.0.2.2 table 101
-		rule add pref 90 iif lo from 192.0.2.1 to 192.0.2.1 lookup local
-		rule add pref 91 iif lo from 192.0.2.2 to 192.0.2.2 lookup local
-		rule add pref 100 iif lo from 192.0.2.1 to 192.0.2.2 lookup 100
-		rule add pref 101 iif lo from 192.0.2.2 to 192.0.2.1 lookup 101
-		rule add pref 110 iif lo to 192.0.2.2 lookup 100
-		rule add pref 111 iif lo to 192.0.2.1 lookup 101
-	EOF
-	rdma link add rxe0 type rxe netdev veth0 || setup_fail "rdma link add rxe0"
-	rdma link add rxe1 type rxe netdev veth1 || setup_fail "rdma link add rxe1"
+	# Addresses and policy routing (tests/rxe/net).
+	"${RDMAQ_VM_STAGE2%/*}/net" setup || setup_fail "rxe-net setup: addresses and policy routing for veth0/veth1"
+	vlog "creating rxe0, rxe1"
+	# ACTIVE, with the RoCEv2 IPv4 GID (::ffff:a.b.c.d) on GID index 1.
+	local out
+	out=$("${RDMAQ_VM_STAGE2%/*}/net" rxe-add rxe0 rxe1 2>&1) || setup_fail "rxe-net rxe-add rxe0 rxe1: $out"
 }
-
-# ACTIVE port and the RoCEv2 IPv4 GID (::ffff:a.b.c.d) on GID index 1.
-rxe_ready() { # dev ipv4
-	local p=/sys/class/infiniband/$1/ports/1 gid
-	gid=0000:0000:0000:0000:0000:ffff:$(printf '%02x%02x:%02x%02x' ${2//./ })
-	[[ $(<"$p/state") == *ACTIVE ]] && [ "$(<"$p/gids/1")" = "$gid" ] &&
-		[ "$(<"$p/gid_attrs/types/1")" = "RoCE v2" ]
-} 2>/dev/null
 
 vlog "loading rdma_rxe"
 rdma_setup
-vlog "rxe devices created"
-SECONDS=0
-until rxe_ready rxe0 192.0.2.1 && rxe_ready rxe1 192.0.2.2; do
-	[ "$SECONDS" -ge 20 ] && setup_fail "rxe0/rxe1 not ACTIVE with a RoCEv2 IPv4 GID at index 1 after 20 s"
-	sleep 0.1
-done
 [ -c /dev/infiniband/uverbs0 ] || setup_fail "/dev/infiniband/uverbs0 missing"
 # Written whole, then renamed: vm-run may be polling for it.
 echo "guest uptime at ready: $(uptime_s) s" >"$ctl/ready.tmp" && mv "$ctl/ready.tmp" "$ctl/ready"
@@ -140,9 +103,11 @@ if [ "${RDMAQ_VM_PYVERBS:-1}" = 1 ] && [ -d /usr/lib/python3/dist-packages/pyver
 fi
 export RDMAQ_VM=1 RDMAQ_VM_WORKDIR RDMAQ_VM_DEV0=rxe0 RDMAQ_VM_IP0=192.0.2.1 \
 	RDMAQ_VM_DEV1=rxe1 RDMAQ_VM_IP1=192.0.2.2 RDMAQ_VM_GID_INDEX=1
-# rxe-peer CMD: run CMD as the second host (see peer-exec).
+# rxe-peer CMD: run CMD as the second host (see peer-exec); rxe-net: the
+# network between the two hosts, and faults on it (see net).
 mkdir -p /run/rdmaq-bin
 ln -s "${RDMAQ_VM_STAGE2%/*}/peer-exec" /run/rdmaq-bin/rxe-peer
+ln -s "${RDMAQ_VM_STAGE2%/*}/net" /run/rdmaq-bin/rxe-net
 export PATH=$PATH:/run/rdmaq-bin
 ulimit -l unlimited
 ulimit -n 65536 2>/dev/null

@@ -152,8 +152,11 @@ main() {
 		depmod -b "$kroot" "$kver"
 		touch "$kroot/.unpacked"
 	fi
-	[ -f "$(find "$kroot/lib/modules/$kver" -name 'rdma_rxe.ko*' | head -n1)" ] ||
-		die "$kpkg ships no rdma_rxe module"
+	# rdma_rxe: the devices; sch_netem: the network-fault tests (tc netem).
+	for m in rdma_rxe sch_netem; do
+		[ -f "$(find "$kroot/lib/modules/$kver" -name "$m.ko*" | head -n1)" ] ||
+			die "$kpkg ships no $m module"
+	done
 	if [ ! -f "$cache/vmlinux-$kver" ]; then
 		log "extracting vmlinux"
 		extract_vmlinux "$kroot/boot/vmlinuz-$kver" "$cache/vmlinux-$kver"

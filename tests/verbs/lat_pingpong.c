@@ -40,7 +40,7 @@ static void link_pair(struct rdmaq_verbs_ctx *ctx, struct rdmaq_writer *w, struc
 		perror("socketpair");
 		exit(1);
 	}
-	rdmaq_verbs_writer_info(w, &wi);
+	CHECK(rdmaq_verbs_writer_info(w, 0, &wi));
 	rdmaq_verbs_reader_info(r, &ri);
 	CHECK(rdmaq_verbs_reader_connect(r, pool, &wi, sv[1], "self"));
 	CHECK(rdmaq_verbs_writer_attach(w, 0, pool, &ri, sv[0], "self"));

@@ -8,6 +8,7 @@ import signal
 import pytest
 
 import rdmaq
+import rdmaq._verbs as V
 from children import idle_writer, start
 
 
@@ -32,7 +33,7 @@ def test_reader_of_a_gone_writer_fails_fast(procs, results):
 
 def test_corrupt_verbs_handle():
     with rdmaq.Writer(1, transport="verbs") as w:
-        bad = rdmaq.Handle("verbs", 1, {"proto": 1, "queue": "x"})
+        bad = rdmaq.Handle("verbs", 1, {"proto": V.PROTO, "queue": "x"})
         with pytest.raises(ValueError, match="corrupt verbs handle"):
             rdmaq.Reader(bad, 0)
         old = rdmaq.Handle("verbs", 1, {**w.handle.info, "proto": 99})

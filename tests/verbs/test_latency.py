@@ -10,8 +10,6 @@ beside tests/rxe/perftest-check.sh's perftest-rxe.json.
   processes; shm_rtt_half is the same Python path over shm, i.e. the cost of
   the interpreter, which TCG emulation inflates.
 """
-import glob
-import hashlib
 import json
 import os
 import platform
@@ -24,7 +22,7 @@ import pytest
 
 import rdmaq
 from children import start
-from vhelpers import pong, stamped_reader
+from vhelpers import CSRC, HERE, build_c, pong, stamped_reader
 
 ITERS = int(os.environ.get("RDMAQ_LAT_ITERS", "1000"))
 SPIN_US = 1_000_000  # busy-poll for up to 1 s, like ib_write_lat
@@ -80,10 +78,6 @@ def _write_txt(results_dir, doc):
         f.write("\n".join(lines) + "\n")
 
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CSRC = os.path.join(HERE, "..", "..", "csrc")
-
-
 # (cflags, environment) per sanitizer run of the verbs C code
 SANITIZERS = {
     "asan-ubsan": (["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
@@ -94,22 +88,9 @@ SANITIZERS = {
 
 
 def _build_lat_pingpong(cflags=("-O2",)):
-    """Compile once per source version and flags (gcc under TCG takes a minute)."""
     srcs = [os.path.join(CSRC, f) for f in ("ring.c", "wait.c", "error.c", "verbs_ctx.c", "verbs_pool.c",
                                             "verbs_ep.c", "verbs_writer.c", "verbs_reader.c")]
-    srcs.append(os.path.join(HERE, "lat_pingpong.c"))
-    h = hashlib.sha1(" ".join(cflags).encode())
-    for f in sorted(srcs + glob.glob(os.path.join(CSRC, "*.h"))):
-        with open(f, "rb") as fh:
-            h.update(fh.read())
-    out = os.path.join(HERE, "..", "..", "build", "verbs-tests")
-    exe = os.path.join(out, f"lat_pingpong-{h.hexdigest()[:12]}")
-    if not os.path.exists(exe):
-        os.makedirs(out, exist_ok=True)
-        subprocess.run(["gcc", *cflags, "-Wall", "-Wextra", "-I", CSRC, "-o", exe + ".tmp", *srcs,
-                        "-libverbs", "-lpthread"], check=True, timeout=900)
-        os.replace(exe + ".tmp", exe)
-    return exe
+    return build_c("lat_pingpong", srcs + [os.path.join(HERE, "lat_pingpong.c")], cflags)
 
 
 @pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc to build lat_pingpong.c")

