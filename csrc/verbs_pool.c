@@ -74,7 +74,8 @@ static int qp_create(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_qp *q,
 		.qp_state = IBV_QPS_INIT,
 		.pkey_index = 0,
 		.port_num = (uint8_t)ctx->info.port,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE,
+		/* READ: a writer short of credit reads a reader's cursor. */
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
 	}, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (ret) {
 		ret = rdmaq_verbs_err(ret);

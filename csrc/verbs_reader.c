@@ -250,8 +250,10 @@ int rdmaq_verbs_reader_create(struct rdmaq_reader **out, struct rdmaq_verbs_ctx 
 	}
 	r->map = p;
 	r->scratch = (uint64_t *)(r->map + r->ring_len);
-	/* The ring is the only thing the writer may write. */
-	ret = rdmaq_verbs_reg(ctx, r->map, r->ring_len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+	/* The ring is the only thing the writer may write (and read: our
+	 * cursor in its control block, when it is short of credit). */
+	ret = rdmaq_verbs_reg(ctx, r->map, r->ring_len,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
 			      "reader ring", &r->ring_mr);
 	if (ret)
 		goto clean_map;
@@ -265,6 +267,8 @@ int rdmaq_verbs_reader_create(struct rdmaq_reader **out, struct rdmaq_verbs_ctx 
 	/* The trailer key arrives with the writer's details at connect. */
 	rdmaq_reader_init(&r->r, &vr_ops, &vr_wait_ops, cfg, index, 0, r->map);
 	((struct rdmaq_ring_ctrl *)r->map)->magic = RDMAQ_MAGIC;
+	((struct rdmaq_ring_ctrl *)r->map)->consumed = 1;
+	r->r.cursor = &((struct rdmaq_ring_ctrl *)r->map)->consumed;
 	*out = &r->r;
 	return 0;
 

@@ -56,6 +56,7 @@ struct rdmaq_verbs_writer {
 	/* One MR per reader's credit slot: a reader can write its own slot
 	 * and nothing else of ours. */
 	struct ibv_mr **credit_mrs;
+	uint64_t *cursors;		/* after the staging ring: readers' cursors, READ when short of credit */
 	uint32_t attached;
 	bool pending;			/* records emitted, not yet written */
 	uint64_t pend_first;
@@ -335,6 +336,51 @@ static int vw_mark_closed(struct rdmaq_writer *wp, uint64_t closed_seq)
 	return 0;
 }
 
+/*
+ * Short of room.  Readers return credit lazily, so one that consumed
+ * records but is busy elsewhere holds room we need: read the cursor it
+ * keeps in its ring (rdmaq_ring_ctrl.consumed) with an RDMA READ, which
+ * needs nothing of its CPU.  A READ that fails changes nothing: the
+ * liveness checks of the wait that follows report a dead peer.
+ */
+static int vw_refresh_credit(struct rdmaq_writer *wp)
+{
+	struct rdmaq_verbs_writer *w = to_vwriter(wp);
+	uint32_t i;
+
+	for (i = 0; i < wp->cfg.n_readers; i++) {
+		struct rdmaq_verbs_wpeer *p = &w->peers[i];
+		uint64_t c = READ_ONCE(w->credits[i].next_seq), v;
+		struct rdmaq_verbs_qp *q;
+		struct ibv_sge sge = {
+			.addr = (uintptr_t)&w->cursors[i],
+			.length = sizeof(w->cursors[i]),
+			.lkey = w->staging_mr->lkey,
+		};
+		struct ibv_send_wr wr = {
+			.sg_list = &sge,
+			.num_sge = 1,
+			.opcode = IBV_WR_RDMA_READ,
+			.wr.rdma = {
+				.remote_addr = p->ring_addr + offsetof(struct rdmaq_ring_ctrl, consumed),
+				.rkey = p->rkey,
+			},
+		};
+
+		if (!peer_open(w, i) || !peer_alive(w, i) || peer_broken_qp(p) || c >= wp->next_seq)
+			continue;
+		q = rdmaq_verbs_pool_pick(p->pool, true);
+		if (rdmaq_verbs_qp_fence(q, &wr, RDMAQ_VERBS_FENCE_NS))
+			continue;
+		v = READ_ONCE(w->cursors[i]);
+		/* Peer-written: only ever raise credit, and never past what was sent. */
+		if (v > c && v <= wp->next_seq)
+			__atomic_compare_exchange_n(&w->credits[i].next_seq, &c, v, false,
+						    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
 static void vw_interrupt(struct rdmaq_writer *wp)
 {
 	rdmaq_verbs_ep_wake(&to_vwriter(wp)->ep);
@@ -508,6 +554,7 @@ static const struct rdmaq_writer_ops vw_ops = {
 	.emit = vw_emit,
 	.flush = vw_flush,
 	.mark_closed = vw_mark_closed,
+	.refresh_credit = vw_refresh_credit,
 	.interrupt = vw_interrupt,
 	.destroy = vw_destroy,
 };
@@ -567,13 +614,15 @@ int rdmaq_verbs_writer_create(struct rdmaq_writer **out, struct rdmaq_verbs_ctx 
 	}
 
 	w->ring_bytes = rdmaq_ring_bytes(cfg->slot_bytes, cfg->slots);
-	w->staging_len = page_round(w->ring_bytes);
+	w->staging_len = page_round(w->ring_bytes + cfg->n_readers * sizeof(*w->cursors));
 	w->staging = map_zeroed(w->staging_len);
 	if (!w->staging) {
 		ret = rdmaq_set_err(-ENOMEM, "cannot map a %zu-byte staging ring", w->staging_len);
 		goto clean_w;
 	}
-	/* Local only: the staging ring is a WRITE source, never a target. */
+	w->cursors = (uint64_t *)(w->staging + w->ring_bytes);
+	/* Local only: the staging ring is a WRITE source (and the cursors a READ
+	 * target), never a remote target. */
 	ret = rdmaq_verbs_reg(ctx, w->staging, w->staging_len, IBV_ACCESS_LOCAL_WRITE, "staging ring",
 			      &w->staging_mr);
 	if (ret)
