@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # tests/bench for CI: install what the harness tests need into the active Python (idempotent;
 # pip caches under ~/.cache), then run them once each as functional checks (--benchmark-disable).
-# RDMAQ_BENCH_VLLM=0 skips installing vLLM (its test is then skipped, not failed).
+# RDMAQ_BENCH_VLLM=0 skips installing vLLM (its test is then skipped, not failed; under
+# RDMAQ_REQUIRE_ALL=1, as in tests/run_all.sh, a skip for a missing dependency fails).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
-$PY -m pip install -q pytest pytest-benchmark numpy psutil matplotlib
+$PY -m pip install -q pytest pytest-timeout pytest-benchmark numpy psutil matplotlib
 if [ "${RDMAQ_BENCH_VLLM:-1}" = 1 ]; then
     # torch first (the local CPU wheel), so that nothing pulls a CUDA build; then vLLM without
     # its dependency tree: its MessageQueue needs only these few (docs/benchmarks.md).

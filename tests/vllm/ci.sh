@@ -107,7 +107,8 @@ build_venv_mq() {
 }
 
 install_rdmaq() {  # a regular (not editable) install: checks the packaging too
-  pip_q "$1" "$REPO" || return 1
+  # pytest-timeout here, not in the stamped lists: adding it keeps the cached venvs
+  pip_q "$1" "$REPO" "pytest-timeout>=2.1" || return 1
   "$1/bin/python" -c "import rdmaq.vllm.plugin, rdmaq._rdmaq" || return 1
 }
 
