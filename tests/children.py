@@ -81,7 +81,6 @@ def idle_reader(handle, index, seconds, out):
         with rdmaq.Reader(handle, index) as r:
             r.wait_ready(timeout=TIMEOUT)
             before = resource.getrusage(resource.RUSAGE_SELF)
-            t0 = time.monotonic()
             try:
                 r.get(timeout=seconds)
                 out.put((index, "unexpected message"))
@@ -90,7 +89,7 @@ def idle_reader(handle, index, seconds, out):
                 pass
             after = resource.getrusage(resource.RUSAGE_SELF)
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-            out.put((index, "idle", cpu, time.monotonic() - t0, r.stats))
+            out.put((index, "idle", cpu, r.stats))
     except Exception as e:
         out.put((index, "error", repr(e)))
 
@@ -108,4 +107,11 @@ def idle_writer(transport, out):
     """Create a queue, hand out its handle, then never serve it."""
     w = rdmaq.Writer(1, transport=transport)
     out.put(w.handle)
+    time.sleep(3600)
+
+
+def attached_reader(handle, index, out):
+    """Attach, say so, then never wait for ready nor read (the test kills it)."""
+    r = rdmaq.Reader(handle, index)
+    out.put((index, "attached", r.index))
     time.sleep(3600)
