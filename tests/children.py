@@ -115,3 +115,56 @@ def attached_reader(handle, index, out):
     r = rdmaq.Reader(handle, index)
     out.put((index, "attached", r.index))
     time.sleep(3600)
+
+
+SOAK_HEAD = 12  # u64 sequence number + u32 crc32 of the body
+
+
+def soak_sizes(count, seed, big, big_bytes):
+    """Body sizes: log-uniform over 1 B..64 KiB (vLLM-like: mostly small),
+    plus ``big`` messages of ``big_bytes`` spread over the run."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    top = math.log(64 * 1024)
+    sizes = [int(math.exp(rng.uniform(0, top))) for _ in range(count)]
+    for k in range(big):
+        sizes[(k + 1) * count // (big + 1)] = big_bytes + k
+    return sizes
+
+
+def soak_reader(handle, index, count, seed, big, big_bytes, out):
+    """Check every message: its number (lost, duplicated, reordered), its
+    length and its crc32 (corrupted); then that the writer closed cleanly."""
+    import struct
+    import zlib
+
+    try:
+        sizes = soak_sizes(count, seed, big, big_bytes)
+        with rdmaq.Reader(handle, index) as r:
+            r.wait_ready(timeout=TIMEOUT)
+            digest = hashlib.sha256()
+            for expect in range(count):
+                msg = r.get(timeout=TIMEOUT)
+                seq, crc = struct.unpack_from("<QI", msg)
+                if seq != expect:
+                    out.put((index, "order", f"got message {seq}, expected {expect}"))
+                    return
+                body = memoryview(msg)[SOAK_HEAD:]
+                if len(body) != sizes[seq]:
+                    out.put((index, "length", f"message {seq}: {len(body)} bytes, sent {sizes[seq]}"))
+                    return
+                if zlib.crc32(body) != crc:
+                    out.put((index, "corrupt", f"message {seq} ({len(body)} bytes): crc mismatch"))
+                    return
+                digest.update(msg)
+            try:
+                extra = r.get(timeout=TIMEOUT)
+                out.put((index, "extra", f"a message after the last one: {bytes(extra[:16])!r}"))
+                return
+            except rdmaq.PeerClosedError:
+                pass
+            out.put((index, "ok", digest.hexdigest(), r.stats))
+    except Exception as e:
+        out.put((index, "error", repr(e)))

@@ -40,6 +40,7 @@ REQUIRE_ALL = os.environ.get("RDMAQ_REQUIRE_ALL") == "1"
 MISSING_DEPENDENCY = ("could not import", "missing dependency")
 TIMEOUT_SCALE = float(os.environ.get("RDMAQ_TIMEOUT_SCALE") or (10 if IN_VM else 1))
 VERBS_TIMEOUT_FACTOR = 3
+SOAK_TIMEOUT = 3600  # --soak: 10**6 messages to 4 readers
 
 
 def pytest_addoption(parser):
@@ -76,16 +77,19 @@ def _scale_timeouts(config, items):
         default = float(config.getini("timeout") or 0)
     except ValueError:  # pytest-timeout missing: its ini key is unknown
         return
+    soak = config.getoption("soak")
     for item in items:
         mark = item.get_closest_marker("timeout")
         limit = float(mark.args[0]) if mark and mark.args else default
+        if soak and item.get_closest_marker("soak"):
+            limit, mark = SOAK_TIMEOUT, None
         if not limit:
             continue
         callspec = getattr(item, "callspec", None)
         factor = TIMEOUT_SCALE
         if callspec is not None and callspec.params.get("transport") == "verbs":
             factor *= VERBS_TIMEOUT_FACTOR
-        if factor != 1:  # first, so that it is the closest mark
+        if factor != 1 or mark is None:  # first, so that it is the closest mark
             item.add_marker(pytest.mark.timeout(limit * factor), append=False)
 
 
