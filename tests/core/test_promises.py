@@ -75,7 +75,12 @@ def test_quick_start_demo_with_4_readers():
 
 
 # ---------------------------------------------------------------- liveness before ready
-def test_reader_waiting_for_ready_sees_a_killed_writer(transport, procs, results, shm_names):
+def test_reader_waiting_for_ready_sees_a_killed_writer(transport, procs, results, shm_names,
+                                                       request):
+    if transport == "verbs":
+        request.applymarker(pytest.mark.xfail(
+            strict=True, reason="issue 11 item 10: a verbs reader waiting for ready does not "
+                                "notice its writer's death (TimeoutError)"))
     procs.append(start(idle_writer, transport, results))
     handle = results.get(timeout=TIMEOUT)
     if transport == "shm":
@@ -83,7 +88,10 @@ def test_reader_waiting_for_ready_sees_a_killed_writer(transport, procs, results
     r = rdmaq.Reader(handle, 0)
     try:
         before = sleeps(r)
-        t, box = in_thread(lambda: r.wait_ready())  # no timeout: only liveness can end it
+        # shm: no timeout, only liveness can end it (else the test's limit);
+        # verbs: bounded, so that today's gap is a TimeoutError, not a hang
+        limit = None if transport == "shm" else TIMEOUT
+        t, box = in_thread(lambda: r.wait_ready(timeout=limit))
         wait_blocked(r, before, t, "wait_ready")
         os.kill(procs[0].pid, signal.SIGKILL)
         t.join(TIMEOUT)

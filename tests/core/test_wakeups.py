@@ -3,9 +3,13 @@
 ``stats``: ``wakeups`` counts wake-ups an endpoint sent to its peers,
 ``sleeps`` waits that blocked in the kernel, ``spins`` waits that ended
 while spinning.  The promise (README): an idle reader costs ~0 CPU, and a
-writer wakes only readers that actually sleep.  A lost wake-up is caught by
-the ping-pong test's time limit: a reader that is never woken falls back to
-its 100 ms liveness slices, and 400 such round trips take 40 s.
+writer wakes only readers that actually sleep.  On shm the writer looks at
+the reader's `sleeping` flag; on verbs every flush carries its doorbell
+(WRITE_WITH_IMM, docs/verbs.md: a remote flag would cost a round trip), and
+only a reader that armed its completion channel is woken by it, so there
+the writer's count is one per flush.  A lost wake-up is caught by the
+ping-pong test's time limit: a reader that is never woken falls back to its
+100 ms liveness slices, and 400 such round trips take 40 s.
 """
 import queue
 import threading
@@ -16,6 +20,8 @@ import rdmaq
 from observe import in_thread, sleeps, wait_blocked
 
 ROUNDS = 400
+# wake-ups the writer sends a reader that is not asleep, per flush
+DOORBELLS_PER_FLUSH = {"shm": 0, "verbs": 1}
 
 
 def _pair(transport, **kw):
@@ -60,7 +66,7 @@ def test_reader_that_is_not_waiting_costs_no_wakeup(transport):
         w0, r0 = w.stats, r.stats
         for i in range(40):  # fits in the ring: the writer never waits either
             w.put(bytes([i]) * 100, timeout=60)
-        assert w.stats["wakeups"] == w0["wakeups"]
+        assert w.stats["wakeups"] - w0["wakeups"] == DOORBELLS_PER_FLUSH[transport] * 40
         assert [r.get(timeout=60)[0] for _ in range(40)] == list(range(40))
         # the data was there: no wait at all
         assert (r.stats["sleeps"], r.stats["spins"]) == (r0["sleeps"], r0["spins"])
@@ -79,7 +85,10 @@ def test_spinning_reader_costs_no_wakeup(transport):
         wakeups = w.stats["wakeups"] - w0["wakeups"]
         spins = r.stats["spins"] - r0["spins"]
         assert spins >= 1, r.stats
-        assert wakeups + spins <= 200, (w.stats, r.stats)
+        if transport == "verbs":  # a doorbell per flush, asleep or not
+            assert wakeups == 200, w.stats
+        else:
+            assert wakeups + spins <= 200, (w.stats, r.stats)
     finally:
         r.close()
         w.close()
@@ -121,7 +130,11 @@ def test_spin_us_0_every_wait_blocks_and_every_sleeper_is_woken(transport):
         w.close()
 
 
-def test_reader_credit_wakes_a_sleeping_writer(transport):
+def test_reader_credit_wakes_a_sleeping_writer(transport, request):
+    if transport == "verbs":
+        request.applymarker(pytest.mark.xfail(
+            strict=True, reason="issue 12 item 2: the verbs reader does not count the credit "
+                                "doorbells it sends in stats['wakeups']"))
     w = rdmaq.Writer(1, transport=transport, slot_bytes=256, slots=4, spin_us=0)
     r = rdmaq.Reader(w.handle, 0)
     try:
