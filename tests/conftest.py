@@ -11,7 +11,7 @@ selected.
 
 Every test has a time limit (pytest-timeout, ``timeout`` in pyproject.toml;
 ``@pytest.mark.timeout(N)`` where a test needs more).  Limits are multiplied
-by RDMAQ_TIMEOUT_SCALE (default 1; 10 inside the emulated SoftRoCE VM, whose
+by RDMAQ_TIMEOUT_SCALE (default 1; 5 inside the emulated SoftRoCE VM, whose
 guest runs 10-50x slower), and by 3 for the verbs cases.
 
 RDMAQ_REQUIRE_ALL=1 (set by tests/run_all.sh, i.e. in CI) turns a skip for a
@@ -34,11 +34,10 @@ from transports import SHM, TRANSPORTS, shm_leftovers, why_no_verbs
 
 CORE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "core")
 
-
 IN_VM = bool(os.environ.get("RDMAQ_VM"))
 REQUIRE_ALL = os.environ.get("RDMAQ_REQUIRE_ALL") == "1"
 MISSING_DEPENDENCY = ("could not import", "missing dependency")
-TIMEOUT_SCALE = float(os.environ.get("RDMAQ_TIMEOUT_SCALE") or (10 if IN_VM else 1))
+TIMEOUT_SCALE = float(os.environ.get("RDMAQ_TIMEOUT_SCALE") or (5 if IN_VM else 1))
 VERBS_TIMEOUT_FACTOR = 3
 SOAK_TIMEOUT = 3600  # --soak: 10**6 messages to 4 readers
 

@@ -113,8 +113,8 @@ def _build_lat_pingpong(cflags=("-O2",)):
 
 
 NO_GCC = "missing dependency: gcc, to build lat_pingpong.c"
-# Limits of the C tests (scaled 10x in the VM, see tests/conftest.py): gcc
-# under TCG takes a minute, a run its own subprocess limit.
+# Limits of the C tests (scaled 5x in the VM, see tests/conftest.py): there a
+# build takes about a minute and a sanitizer run up to two.
 C_TEST_TIMEOUT = 160
 
 
