@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# tests/bench for CI: install what the harness tests need into the active Python (idempotent;
-# pip caches under ~/.cache), then run them once each as functional checks (--benchmark-disable).
+# tests/bench for CI: install what the harness tests need into $PYTHON, else $RDMAQ_VENV's
+# python, else the active one (idempotent; pip caches under ~/.cache), then run them once
+# each as functional checks (--benchmark-disable).
 # RDMAQ_BENCH_VLLM=0 skips installing vLLM (its test is then skipped, not failed; under
 # RDMAQ_REQUIRE_ALL=1, as in tests/run_all.sh, a skip for a missing dependency fails).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PY=${PYTHON:-python}
+# the suite's venv (tests/run_all.sh passes RDMAQ_VENV), else the active Python
+PY=${PYTHON:-${RDMAQ_VENV:+$RDMAQ_VENV/bin/python}}
+PY=${PY:-python}
 $PY -m pip install -q pytest pytest-timeout pytest-benchmark numpy psutil matplotlib
 if [ "${RDMAQ_BENCH_VLLM:-1}" = 1 ]; then
     # torch first (the local CPU wheel), so that nothing pulls a CUDA build; then vLLM without
