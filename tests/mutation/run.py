@@ -109,8 +109,9 @@ def run_tests(tree, python, args, limit):
                            text=True, timeout=limit, start_new_session=True)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        out = out.replace(f"{tree}/", "")
         return False, time.monotonic() - t0, f"limit of {limit} s reached\n{out[-1500:]}"
-    lines = (p.stdout + p.stderr).strip().splitlines()
+    lines = (p.stdout + p.stderr).replace(f"{tree}/", "").strip().splitlines()
     summary = [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))][:3] or lines[-3:]
     return p.returncode == 0, time.monotonic() - t0, "\n".join(summary)
 
