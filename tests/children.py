@@ -5,13 +5,39 @@ the exception instead of dying silently, so the parent test fails with the reaso
 """
 import hashlib
 import multiprocessing as mp
+import os
 import resource
+import signal
 import time
 
 import rdmaq
 
 CTX = mp.get_context("spawn")
 TIMEOUT = 120  # never reached when things work; generous for the emulated VM
+
+
+def _idle():
+    """Wait to be killed by the test; give up once the test process is gone
+    (a test past its time limit ends pytest with os._exit, which kills no child)."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+
+
+def report_and_stop(out, item):
+    """Report, then stop (SIGSTOP) until the test kills this process.
+
+    The stop is what the test waits for (observe.kill_stopped) before its
+    SIGKILL: by then the report has fully left and the queue's feeder thread
+    has released the write lock that every process of the queue shares.  A
+    kill right after the parent read the report could strand that lock and
+    hang every later report of the survivors.  A stopped process is alive to
+    its peers' liveness checks, and reads nothing."""
+    out.put(item)
+    out.close()
+    out.join_thread()
+    os.kill(os.getpid(), signal.SIGSTOP)
+    _idle()  # continued (SIGCONT): wait to be killed
 
 
 def start(target, *args):
@@ -71,8 +97,7 @@ def sleepy_reader(handle, index, out):
     """Attach, then never read: the writer's ring fills up."""
     with rdmaq.Reader(handle, index) as r:
         r.wait_ready(timeout=TIMEOUT)
-        out.put((index, "attached"))
-        time.sleep(3600)
+        report_and_stop(out, (index, "attached"))
 
 
 def idle_reader(handle, index, seconds, out):
@@ -106,15 +131,13 @@ def doomed_writer(transport, n, out):
 def idle_writer(transport, out):
     """Create a queue, hand out its handle, then never serve it."""
     w = rdmaq.Writer(1, transport=transport)
-    out.put(w.handle)
-    time.sleep(3600)
+    report_and_stop(out, w.handle)
 
 
 def attached_reader(handle, index, out):
     """Attach, say so, then never wait for ready nor read (the test kills it)."""
     r = rdmaq.Reader(handle, index)
-    out.put((index, "attached", r.index))
-    time.sleep(3600)
+    report_and_stop(out, (index, "attached", r.index))
 
 
 SOAK_HEAD = 12  # u64 sequence number + u32 crc32 of the body

@@ -9,6 +9,8 @@ the test thread while the other thread is blocked.
 
 Stdlib only (tests/vllm imports it from another venv).
 """
+import os
+import signal
 import threading
 import time
 
@@ -53,3 +55,16 @@ def in_thread(fn):
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t, box
+
+
+def process_state(pid):
+    """The kernel's one-letter state of a process (R, S, T for stopped...)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def kill_stopped(proc):
+    """SIGKILL a child that reports and then stops itself (children.report_and_stop),
+    once it has stopped: its report is wholly sent, no lock of the queue held."""
+    wait_until(lambda: process_state(proc.pid) in "Tt", f"process {proc.pid} to stop")
+    os.kill(proc.pid, signal.SIGKILL)

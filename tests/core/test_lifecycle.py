@@ -7,7 +7,7 @@ import pytest
 
 import rdmaq
 from children import doomed_writer, sleepy_reader, start, stream_reader, transport_stats
-from observe import sleeps, wait_blocked
+from observe import kill_stopped, sleeps, wait_blocked
 
 COUNTERS = {"messages", "bytes", "spins", "sleeps", "wakeups", "credits"}
 
@@ -70,7 +70,7 @@ def test_kill_9_reader_mid_stream_names_the_reader(transport, procs, results):
         victim = procs[2]
         for _ in range(3):
             w.put(b"m" * 500, timeout=60)
-        os.kill(victim.pid, signal.SIGKILL)
+        kill_stopped(victim)  # SIGKILL, once it stopped after its report
         # No timeout: only the peer's liveness (pidfd, socket) can end this
         # put; if it is not noticed, the test's own time limit fails it.
         with pytest.raises(rdmaq.PeerDeadError, match=rf"reader 2 \(pid {victim.pid}\) died"):

@@ -12,7 +12,7 @@ import pytest
 
 import rdmaq
 from children import TIMEOUT, attached_reader, doomed_writer, idle_writer, sleepy_reader, start, stream_reader
-from observe import in_thread, sleeps, wait_blocked
+from observe import in_thread, kill_stopped, sleeps, wait_blocked
 from transports import shm_leftovers, why_no_verbs
 
 BIN = Path(sys.executable).parent
@@ -93,7 +93,7 @@ def test_reader_waiting_for_ready_sees_a_killed_writer(transport, procs, results
         limit = None if transport == "shm" else 30
         t, box = in_thread(lambda: r.wait_ready(timeout=limit))
         wait_blocked(r, before, t, "wait_ready")
-        os.kill(procs[0].pid, signal.SIGKILL)
+        kill_stopped(procs[0])
         t.join(TIMEOUT)
         assert not t.is_alive()
         assert isinstance(box.get("error"), rdmaq.PeerDeadError), box
@@ -146,7 +146,7 @@ def test_dev_shm_clean_after_reader_crash_mid_stream(procs, results, shm_names):
         w.wait_ready(timeout=TIMEOUT)
         w.put(b"first", timeout=TIMEOUT)
         assert sorted(results.get(timeout=TIMEOUT)[1] for _ in range(2)) == ["attached", "started"]
-        os.kill(procs[1].pid, signal.SIGKILL)
+        kill_stopped(procs[1])
         with pytest.raises(rdmaq.PeerDeadError, match="reader 1"):
             for _ in range(1000):  # more than the ring holds
                 w.put(b"m" * 500)
@@ -163,7 +163,7 @@ def test_dev_shm_clean_after_writer_crash_before_ready(procs, results, shm_names
     name = handle.info["name"]
     shm_names.append(name)
     r = rdmaq.Reader(handle, 0)
-    os.kill(procs[0].pid, signal.SIGKILL)
+    kill_stopped(procs[0])
     procs[0].join(TIMEOUT)
     with pytest.raises(rdmaq.PeerDeadError):
         r.wait_ready(timeout=TIMEOUT)
@@ -180,7 +180,7 @@ def test_dev_shm_clean_after_reader_crash_before_ready(procs, results, shm_names
     shm_names.append(name)
     procs.append(start(attached_reader, w.handle, 0, results))
     assert results.get(timeout=TIMEOUT)[1] == "attached"
-    os.kill(procs[0].pid, signal.SIGKILL)
+    kill_stopped(procs[0])
     procs[0].join(TIMEOUT)
     w.close()
     assert _leftovers(name) == []

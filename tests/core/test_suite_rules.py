@@ -5,7 +5,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

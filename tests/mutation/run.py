@@ -24,6 +24,7 @@ mutated rdmaq.
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MUTANTS = Path(__file__).with_name("mutants.toml")
+SHM = "/dev/shm"
 PYTEST = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--transport", "shm",
           "-o", "timeout=30"]
 
@@ -104,16 +106,57 @@ def run_tests(tree, python, args, limit):
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
     env.pop("RDMAQ_REQUIRE_ALL", None)  # a selection never skips for a missing dependency
     t0 = time.monotonic()
+    segments = _segments()
+    # its own session: whatever it leaves (readers orphaned by a timed-out
+    # test, spawn's resource tracker) is killed with it
+    p = subprocess.Popen([python, *PYTEST, *args], cwd=tree, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        p = subprocess.run([python, *PYTEST, *args], cwd=tree, env=env, capture_output=True,
-                           text=True, timeout=limit, start_new_session=True)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        out = out.replace(f"{tree}/", "")
-        return False, time.monotonic() - t0, f"limit of {limit} s reached\n{out[-1500:]}"
-    lines = (p.stdout + p.stderr).replace(f"{tree}/", "").strip().splitlines()
+        out, _ = p.communicate(timeout=limit)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if timed_out:
+        out, _ = p.communicate()
+    secs = time.monotonic() - t0
+    remove_orphan_segments(_segments() - segments)
+    out = (out or "").replace(f"{tree}/", "")
+    if timed_out:
+        return False, secs, f"limit of {limit} s reached\n{out[-1500:]}"
+    lines = out.strip().splitlines()
     summary = [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))][:3] or lines[-3:]
-    return p.returncode == 0, time.monotonic() - t0, "\n".join(summary)
+    return p.returncode == 0, secs, "\n".join(summary)
+
+
+def _segments():
+    try:
+        return {n for n in os.listdir(SHM) if n.startswith("rdmaq-")}
+    except OSError:
+        return set()
+
+
+def remove_orphan_segments(names):
+    """A mutant may crash a writer before its queue is ready, which leaves its
+    segment in /dev/shm (named rdmaq-<pid>-...): of the segments that appeared
+    during the run, remove those whose creator is dead."""
+    for name in names:
+        parts = name.split("-")
+        if len(parts) < 3 or parts[0] != "rdmaq" or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(os.path.join(SHM, name))
+            except OSError:
+                pass
+        except PermissionError:
+            pass
 
 
 def vllm_python(arg):
