@@ -1,14 +1,19 @@
 """Objects to messages: pickle protocol 5 with out-of-band buffers.
 
 A message is ``[header][pickle][pad][buf0][pad][buf1]...``: large buffers
-(numpy arrays, CPU tensors, bytes) skip the pickle stream and travel as
-their own iovec entries, so the writer copies them once, straight into the
-ring.  Each buffer starts 64-byte aligned in the message so a reader's
-zero-copy views are aligned too.  Readers get buffers that alias their
-private message copy: writable, unless the sender's buffer was read-only.
+(numpy arrays, CPU tensors) skip the pickle stream and travel as their own
+iovec entries, so the writer copies them once, straight into the ring.  Each
+buffer starts 64-byte aligned in the message so a reader's zero-copy views
+are aligned too.  Readers get buffers that alias their private message copy:
+writable, unless the sender's buffer was read-only.
+
+Large ``bytes``/``bytearray`` values (>= 64 KiB) are not copied into the
+pickle stream either: the pickler hands them to its file's ``write`` as they
+are, and that file keeps a reference instead of a copy, so they too reach the
+ring as their own iovec entries with a single copy.  They stay inside the
+pickle data (a reader gets ``bytes``/``bytearray``, which own their memory).
 """
 import copyreg
-import io
 import pickle
 import struct
 import sys
@@ -44,6 +49,25 @@ def _reduce_tensor(t):
     return _rebuild_tensor, (pickle.PickleBuffer(flat.numpy()), tuple(t.shape), dtype)
 
 
+class _Parts:
+    """A pickle output file that keeps what it is given instead of copying it.
+
+    The C pickler writes its frames here, and each bytes/bytearray payload of
+    at least 64 KiB (its frame size target) as the object itself.
+    """
+
+    __slots__ = ("parts", "nbytes")
+
+    def __init__(self):
+        self.parts = []
+        self.nbytes = 0
+
+    def write(self, data):
+        self.parts.append(data)
+        self.nbytes += len(data)
+        return len(data)
+
+
 def dumps(obj):
     """Return a list of buffers whose concatenation is the message."""
     oob = []
@@ -55,17 +79,16 @@ def dumps(obj):
         oob.append(raw)
         return False
 
-    bio = io.BytesIO()
-    p = pickle.Pickler(bio, protocol=5, buffer_callback=keep_out_of_band)
+    out = _Parts()
+    p = pickle.Pickler(out, protocol=5, buffer_callback=keep_out_of_band)
     if "torch" in sys.modules:
         p.dispatch_table = copyreg.dispatch_table.copy()
         p.dispatch_table[sys.modules["torch"].Tensor] = _reduce_tensor
     p.dump(obj)
-    data = bio.getbuffer()
-    lens = [len(data)] + [b.nbytes for b in oob]
+    lens = [out.nbytes] + [b.nbytes for b in oob]
     header = _HDR.pack(MAGIC, len(oob)) + struct.pack(f"<{len(lens)}Q", *lens)
-    parts = [header, data]
-    pos = len(header) + len(data)
+    parts = [header, *out.parts]
+    pos = len(header) + out.nbytes
     for b in oob:
         parts.append(_PAD[: _pad(pos)])
         pos += _pad(pos)

@@ -10,8 +10,12 @@
 #             run with docker inside the VM against its rxe devices
 #   vllm      vLLM's own MessageQueue tests against rdmaq + a TP=2 serve
 #   bench     benchmark harness smoke test (benchmarks disabled)
+#   mutation  the CI subset of tests/mutation/mutants.toml (needs the vllm
+#             tier's venv); all of them: tests/mutation/run.py
 # Usage: tests/run_all.sh [TIER...]   (default: all of them, in this order)
 # Every pytest run prints its skip reasons (-rs).  Disk and time: README.md.
+# RDMAQ_REQUIRE_ALL=1 (the default here): a test skipped for a missing
+# dependency fails (tests/conftest.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -19,7 +23,8 @@ export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/pip}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 VENV=${RDMAQ_VENV:-$ROOT/.venv}
 TIERS=("$@")
-[ ${#TIERS[@]} -eq 0 ] && TIERS=(core verbs docker vllm bench)
+[ ${#TIERS[@]} -eq 0 ] && TIERS=(core verbs docker vllm bench mutation)
+export RDMAQ_REQUIRE_ALL=${RDMAQ_REQUIRE_ALL:-1}
 declare -A RESULT
 FAILED=0
 
@@ -54,7 +59,9 @@ run_tier() {
 	local tier=$1 t0=$SECONDS rc
 	case $tier in
 	core)	stage "core tests"
-		"$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider --transport shm tests/core tests/cli ;;
+		# + doctor/softroce's no-device branches (the VM runs the others)
+		"$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider --transport shm tests/core tests/cli \
+			tests/verbs/test_doctor.py ;;
 	verbs)	stage "verbs tests in the SoftRoCE VM"
 		PATH="$VENV/bin:$PATH" RDMAQ_VENV=$VENV bash tests/rxe/ci.sh ;;
 	vllm)	stage "vLLM tests"
@@ -63,6 +70,8 @@ run_tier() {
 		RDMAQ_VENV=$VENV bash docker/ci.sh ;;
 	bench)	stage "benchmark harness (benchmarks disabled)"
 		RDMAQ_VENV=$VENV bash tests/bench/ci.sh ;;
+	mutation) stage "mutation tier (CI subset)"
+		"$VENV/bin/python" tests/mutation/run.py --ci ;;
 	*)	echo "unknown tier $tier"; return 2 ;;
 	esac
 	rc=$?

@@ -1,5 +1,8 @@
 """The transports the suite runs on, and whether verbs can run here."""
 import functools
+import os
+
+SHM = "/dev/shm"
 
 TRANSPORTS = ("shm", "verbs")
 
@@ -15,3 +18,8 @@ def why_no_verbs():
         return ("no ACTIVE RDMA port on this machine (no NIC, no rdma_rxe): run "
                 "`tests/rxe/vm-run -- python -m pytest --transport verbs tests/core tests/verbs`")
     return None
+
+
+def shm_leftovers(name):
+    """/dev/shm entries whose name starts with a queue's segment name."""
+    return sorted(n for n in os.listdir(SHM) if n.startswith(name))

@@ -40,8 +40,8 @@ if ! "$PY" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
 fi
 "$PY" -c 'import rdmaq' 2>/dev/null || pip_q -e "$REPO[test]"
 
-say "pytest, pytest-benchmark and numpy, psutil, matplotlib (~60 MB) into $VENV"
-pip_q pytest pytest-benchmark numpy psutil matplotlib
+say "pytest, pytest-timeout, pytest-benchmark and numpy, psutil, matplotlib (~60 MB) into $VENV"
+pip_q pytest pytest-timeout pytest-benchmark numpy psutil matplotlib
 if [ "${RDMAQ_BENCH_VLLM:-1}" = 1 ]; then
     # torch first (the local CPU wheel), so that nothing pulls a CUDA build; then vLLM without
     # its dependency tree: its MessageQueue needs only these few (docs/benchmarks.md).

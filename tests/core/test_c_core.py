@@ -24,6 +24,13 @@ SANITIZERS = {
 }
 
 
+# Sanitizer builds and runs are slow (TSan ~15 s at load 4 on 2 cores); each
+# step has its own limit so a hang in the C code fails, naming the step.
+COMPILE_TIMEOUT_S = 240
+RUN_TIMEOUT_S = 180
+
+
+@pytest.mark.timeout(2 * (COMPILE_TIMEOUT_S + RUN_TIMEOUT_S))
 @pytest.mark.parametrize("kind", sorted(SANITIZERS))
 def test_c_core_under_sanitizer(kind, tmp_path):
     cc = shutil.which("gcc") or shutil.which("cc")
@@ -32,12 +39,16 @@ def test_c_core_under_sanitizer(kind, tmp_path):
     exe = tmp_path / f"test_ring_{kind}"
     subprocess.run([cc, "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
                     "-I", os.path.join(ROOT, "csrc"), *SANITIZERS[kind], TEST, *SOURCES,
-                    "-lpthread", "-o", str(exe)], check=True)
+                    "-lpthread", "-o", str(exe)], check=True, timeout=COMPILE_TIMEOUT_S)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
                TSAN_OPTIONS="halt_on_error=1")
     # TSan needs a fixed address-space layout on some kernels.
     cmd = ["setarch", "-R", str(exe)] if kind == "tsan" and shutil.which("setarch") else [str(exe)]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{exe.name} still running after {RUN_TIMEOUT_S} s (a lost wake-up?):\n"
+                    f"{(e.stdout or b'').decode(errors='replace')[-3000:]}")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "PASS" in p.stdout

@@ -6,7 +6,12 @@
  *
  *   lat_pingpong ITERS SIZE   -> one JSON line of RTT/2 statistics (us)
  *
- * Exit status 77 (skip) when no RDMA device is usable.
+ * Every message carries a pattern that depends on its number; the ponger
+ * echoes what it got and the pinger compares the echo with what it sent
+ * (outside the timed section), so the sanitizer builds see a torn, stale
+ * or misplaced record as a failure, not only as a bad access.
+ *
+ * Exit status 77 (skip) when no RDMA device is usable, 2 on a corrupt echo.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -51,7 +56,20 @@ static void get(struct rdmaq_reader *r, void *buf)
 	uint64_t n;
 
 	CHECK(rdmaq_reader_peek(r, &n, 10LL * 1000000000LL));
+	if (n != (uint64_t)size) {
+		fprintf(stderr, "message of %llu bytes, expected %d\n", (unsigned long long)n, size);
+		exit(2);
+	}
 	CHECK(rdmaq_reader_read(r, buf, n, 10LL * 1000000000LL));
+}
+
+/* Message i: every byte depends on i and its offset. */
+static void fill(unsigned char *buf, int i)
+{
+	int j;
+
+	for (j = 0; j < size; j++)
+		buf[j] = (unsigned char)(i * 131 + j * 7 + (j >> 8));
 }
 
 static void *ponger(void *arg)
@@ -95,7 +113,7 @@ int main(int argc, char **argv)
 	struct rdmaq_iovec iov;
 	pthread_t t;
 	double *lat;
-	char *buf;
+	unsigned char *buf, *back;
 	int i, warm = 100, ret;
 
 	iters = argc > 1 ? atoi(argv[1]) : 1000;
@@ -120,14 +138,21 @@ int main(int argc, char **argv)
 	CHECK(rdmaq_writer_wait_ready(wa, -1));
 	CHECK(rdmaq_reader_wait_ready(rb, -1));
 	buf = calloc(1, (size_t)size + 1);
+	back = calloc(1, (size_t)size + 1);
 	lat = calloc((size_t)iters, sizeof(*lat));
 	iov = (struct rdmaq_iovec){ .base = buf, .len = (size_t)size };
 	for (i = 0; i < iters; i++) {
-		int64_t t0 = now_ns();
+		int64_t t0;
 
+		fill(buf, i);
+		t0 = now_ns();
 		CHECK(rdmaq_writer_put(wa, &iov, 1, -1));
-		get(rb, buf);
+		get(rb, back);
 		lat[i] = (double)(now_ns() - t0) / 2000.0;
+		if (memcmp(buf, back, (size_t)size)) {
+			fprintf(stderr, "message %d: the echo differs from what was sent\n", i);
+			return 2;
+		}
 	}
 	pthread_join(t, NULL);
 	qsort(lat + warm, (size_t)(iters - warm), sizeof(*lat), cmp);
@@ -141,6 +166,7 @@ int main(int argc, char **argv)
 	rdmaq_writer_destroy(wa);
 	rdmaq_writer_destroy(wb);
 	free(buf);
+	free(back);
 	free(lat);
 	return 0;
 }

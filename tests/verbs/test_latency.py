@@ -93,7 +93,14 @@ def _build_lat_pingpong(cflags=("-O2",)):
     return build_c("lat_pingpong", srcs + [os.path.join(HERE, "lat_pingpong.c")], cflags)
 
 
-@pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc to build lat_pingpong.c")
+NO_GCC = "missing dependency: gcc, to build lat_pingpong.c"
+# Limits of the C tests (scaled 5x in the VM, see tests/conftest.py): there a
+# build takes about a minute and a sanitizer run up to two.
+C_TEST_TIMEOUT = 160
+
+
+@pytest.mark.timeout(C_TEST_TIMEOUT)
+@pytest.mark.skipif(not shutil.which("gcc"), reason=NO_GCC)
 def test_c_round_trip_half_busy_polling(results_dir):
     exe = _build_lat_pingpong()
     r = subprocess.run([exe, str(ITERS), "64"], capture_output=True, text=True, timeout=600)
@@ -104,12 +111,14 @@ def test_c_round_trip_half_busy_polling(results_dir):
 
 
 # One record per message, and a message streamed through 5 slots.
-@pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc to build lat_pingpong.c")
+@pytest.mark.timeout(C_TEST_TIMEOUT)
+@pytest.mark.skipif(not shutil.which("gcc"), reason=NO_GCC)
 @pytest.mark.parametrize("size", [64, 20_000])
 @pytest.mark.parametrize("kind", sorted(SANITIZERS))
 def test_c_verbs_core_under_sanitizer(kind, size):
     """The verbs C code (ctx, pool, writer, reader, ep), two threads, under
-    ASan+UBSan (leaks included) and TSan (the race check)."""
+    ASan+UBSan (leaks included) and TSan (the race check); every echo is
+    compared with the pattern sent (exit 2 on a mismatch)."""
     cflags, env = SANITIZERS[kind]
     exe = _build_lat_pingpong(["-O1", "-g", *cflags])
     # TSan needs a fixed address-space layout on some kernels.

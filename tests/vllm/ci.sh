@@ -162,7 +162,8 @@ build_venv_mq() {
 
 install_rdmaq() {  # a regular (not editable) install: checks the packaging too
   note "rdmaq from $REPO into $1 (compiles csrc/)"
-  pip_q "$1" "$REPO" || return 1
+  # pytest-timeout here, not in the stamped lists: adding it keeps the cached venvs
+  pip_q "$1" "$REPO" "pytest-timeout>=2.1" || return 1
   "$1/bin/python" -c "import rdmaq.vllm.plugin, rdmaq._rdmaq" || return 1
 }
 

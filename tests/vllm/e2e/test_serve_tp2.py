@@ -44,7 +44,10 @@ import leftovers  # noqa: E402
 
 pytest.importorskip("vllm")
 if not (Path(sys.executable).parent / "vllm").exists():
-    pytest.skip("no vllm CLI beside this python", allow_module_level=True)
+    pytest.skip("missing dependency: no vllm CLI beside this python", allow_module_level=True)
+
+# a server takes ~1 minute to start on 2 cores; three of them per module
+pytestmark = pytest.mark.timeout(900)
 
 HERE = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
@@ -59,10 +62,12 @@ PROMPTS = [
 MAX_TOKENS = 12
 START_TIMEOUT_S = float(os.environ.get("RDMAQ_E2E_START_TIMEOUT", "300"))
 # vllm serve SIGKILLs its EngineCore on shutdown, so the queues' stats files
-# are what their daemon thread last wrote: let it catch up before stopping.
+# are what their daemon thread last wrote (every STATS_INTERVAL_S): the test
+# waits until they show the traffic before it stops the server.
 STATS_INTERVAL_S = 0.5
 # SIGTERM -> vLLM shuts its engine and workers down; SIGKILL after this long.
 STOP_GRACE_S = 60
+STATS_WAIT_S = 60
 
 
 def _free_port() -> int:
@@ -169,8 +174,10 @@ class _RunFiles:
 
 
 def _serve_and_complete(
-    model_dir: Path, ipc: str, log: Path, stats_dir: Path | None
+    model_dir: Path, ipc: str, log: Path, stats_dir: Path | None, settled=None
 ) -> list[str]:
+    """Start a server, get the completions, stop it once ``settled()`` (if
+    given) is true: what the server reports asynchronously has landed."""
     port = _free_port()
     cmd = [
         str(VENV_BIN / "vllm"),
@@ -241,7 +248,12 @@ def _serve_and_complete(
         )
         batch = [c["text"] for c in sorted(out["choices"], key=lambda c: c["index"])]
         assert batch == texts, f"{ipc}: batched completions differ from single ones"
-        time.sleep(4 * STATS_INTERVAL_S)
+        if settled is not None:
+            deadline = time.monotonic() + STATS_WAIT_S
+            while not settled():
+                if time.monotonic() > deadline:
+                    break  # the caller's check then says what is missing
+                time.sleep(STATS_INTERVAL_S / 5)
         return texts
     finally:
         _stop(proc)
@@ -259,14 +271,15 @@ def _load_stats(stats_dir: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(stats_dir.glob("*.json"))]
 
 
-def _check_rdmaq_carried_traffic(stats: list[dict], min_msgs: int) -> None:
+def _check_rdmaq_carried_traffic(stats: list[dict], min_msgs: int, quiet: bool = False) -> None:
     by_title: dict[str, list[dict]] = {}
     for s in stats:
         by_title.setdefault(s["title"], []).append(s)
     summary = {
         t: [(s["role"], s["messages"]) for s in ss] for t, ss in by_title.items()
     }
-    print(f"[e2e] rdmaq queues per process: {json.dumps(summary)}")
+    if not quiet:
+        print(f"[e2e] rdmaq queues per process: {json.dumps(summary)}")
     engine = [s for t, ss in by_title.items() if "EngineCore" in t for s in ss]
     assert engine, f"no rdmaq queue stats from the EngineCore: {summary}"
     broadcast = [s for s in engine if s["role"] == "writer" and s["n_reader"] == 2]
@@ -299,13 +312,23 @@ def test_serve_tp2_shm_baseline_uses_vllm_queue(shm_run):
     assert not stats.exists() or not list(stats.glob("*.json"))
 
 
+def _traffic_recorded(stats_dir: Path, min_msgs: int) -> bool:
+    try:
+        _check_rdmaq_carried_traffic(_load_stats(stats_dir), min_msgs, quiet=True)
+    except (AssertionError, ValueError, OSError):  # not yet, or a file mid-write
+        return False
+    return True
+
+
 def test_serve_tp2_rdmaq_matches_shm(model_dir, shm_run, tmp_path):
     rq_stats = tmp_path / "stats-rdmaq"
-    rq = _serve_and_complete(model_dir, "rdmaq", tmp_path / "serve-rdmaq.log", rq_stats)
+    # one execute_model + sample_tokens broadcast per step, >= 1 step per token
+    min_msgs = len(PROMPTS) * 2
+    rq = _serve_and_complete(model_dir, "rdmaq", tmp_path / "serve-rdmaq.log", rq_stats,
+                             settled=lambda: _traffic_recorded(rq_stats, min_msgs))
     print(f"[e2e] completions: {json.dumps(rq)}")
     assert rq == shm_run[0]
-    # one execute_model + sample_tokens broadcast per step, >= 1 step per token
-    _check_rdmaq_carried_traffic(_load_stats(rq_stats), min_msgs=len(PROMPTS) * 2)
+    _check_rdmaq_carried_traffic(_load_stats(rq_stats), min_msgs=min_msgs)
     log = (tmp_path / "serve-rdmaq.log").read_text(errors="replace")
     assert "MessageQueue is rdmaq's in this process" in log
 

@@ -1,0 +1,201 @@
+"""Forged and mangled handles (hypothesis): ``rdmaq.Reader(handle, index)``
+raises ValueError or TypeError naming what was wrong, and never crashes,
+hangs, attaches to the wrong thing or raises anything else.
+
+One field is spoiled at a time, so the error must name that field.  Cases
+that fail on today's code are strict xfails naming issue 11's item: they turn
+into failures (XPASS) once it is fixed, and the mark goes.
+"""
+import os
+import pickle
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rdmaq
+from rdmaq.handle import HANDLE_VERSION
+
+# a queue per example: fewer in the emulated VM, where one costs ~0.1-1 s
+SETTINGS = settings(max_examples=20 if os.environ.get("RDMAQ_VM") else 150,
+                    deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+junk = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
+                 st.text(max_size=20), st.binary(max_size=20),
+                 st.lists(st.integers(), max_size=3),
+                 st.dictionaries(st.text(max_size=5), st.integers(), max_size=3))
+huge_or_negative = st.one_of(st.integers(max_value=-1),
+                             st.integers(min_value=1 << 31, max_value=1 << 70))
+not_an_int = junk.filter(lambda v: not isinstance(v, int) or isinstance(v, bool))
+
+
+class _Fresh:
+    """A new queue per example (the previous one closed): an example that
+    wrongly attaches a reader must not spoil the next one's index."""
+
+    def __init__(self, transport):
+        self.transport = transport
+        self._writer = None
+
+    def handle(self):
+        self.close()
+        self._writer = rdmaq.Writer(2, transport=self.transport)
+        return self._writer.handle
+
+    def close(self):
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+@pytest.fixture
+def writer(transport):
+    fresh = _Fresh(transport)
+    yield fresh
+    fresh.close()
+
+
+def _expect_refused(handle, index, field):
+    """Reader(handle, index) must raise ValueError/TypeError naming ``field``."""
+    try:
+        r = rdmaq.Reader(handle, index)
+    except (ValueError, TypeError) as e:
+        assert field in str(e), f"{type(e).__name__} does not name {field!r}: {e}"
+        return
+    r.close()
+    raise AssertionError(f"a handle with a bad {field} was accepted: {handle!r}, index {index!r}")
+
+
+def _with(handle, **changes):
+    fields = dict(transport=handle.transport, n_readers=handle.n_readers,
+                  info=dict(handle.info), version=handle.version)
+    fields.update(changes)
+    return rdmaq.Handle(**fields)
+
+
+def test_the_real_handle_attaches(writer):
+    """The baseline the forgeries are made from."""
+    h = writer.handle()
+    h = pickle.loads(pickle.dumps(h))
+    for i in range(2):
+        rdmaq.Reader(h, i).close()
+
+
+@SETTINGS
+@given(index=st.one_of(huge_or_negative, not_an_int, st.just(2)))
+def test_bad_index(writer, index):
+    h = writer.handle()
+    _expect_refused(h, index, "index")
+
+
+@SETTINGS
+@given(version=junk.filter(lambda v: v != HANDLE_VERSION))
+def test_bad_version(writer, version):
+    h = writer.handle()
+    _expect_refused(_with(h, version=version), 0, "version")
+
+
+@SETTINGS
+@given(transport=junk.filter(lambda v: v not in ("shm", "verbs")))
+def test_bad_transport(writer, transport):
+    h = writer.handle()
+    _expect_refused(_with(h, transport=transport), 0, "transport")
+
+
+def test_other_transport_s_handle(writer):
+    h = writer.handle()
+    other = "verbs" if h.transport == "shm" else "shm"
+    try:
+        r = rdmaq.Reader(_with(h, transport=other), 0)
+    except (ValueError, TypeError) as e:
+        assert "handle" in str(e) or other in str(e) or "info" in str(e), e
+    else:
+        r.close()
+        raise AssertionError(f"a {h.transport} handle relabelled {other} attached")
+
+
+@SETTINGS
+@given(n_readers=st.one_of(huge_or_negative, not_an_int, st.just(0)))
+@pytest.mark.xfail(strict=True,
+                   reason="issue 11 item 4: n_readers is not type-checked (TypeError without "
+                          "its name) and not checked against the queue")
+def test_bad_n_readers(writer, n_readers):
+    h = writer.handle()
+    _expect_refused(_with(h, n_readers=n_readers), 0, "n_readers")
+
+
+@SETTINGS
+@given(info=st.one_of(st.none(), st.lists(st.text(max_size=5), max_size=3), st.text(max_size=10),
+                      st.integers(), st.binary(max_size=10)))
+@pytest.mark.xfail(strict=True,
+                   reason="issue 11 item 4: an info that is not a dict raises AttributeError")
+def test_info_not_a_dict(writer, info):
+    h = writer.handle()
+    _expect_refused(_with(h, info=info), 0, "info")
+
+
+# The info fields a reader needs (the others describe the writer for messages).
+REQUIRED = {"shm": {"name"},
+            "verbs": {"proto", "queue", "writer", "endpoint", "live", "pid", "host",
+                      "slot_bytes", "slots", "max_message"}}
+
+
+@SETTINGS
+@given(data=st.data())
+def test_info_field_missing(writer, data):
+    h = writer.handle()
+    assert REQUIRED[h.transport] <= set(h.info)
+    key = data.draw(st.sampled_from(sorted(REQUIRED[h.transport])))
+    info = {k: v for k, v in h.info.items() if k != key}
+    _expect_refused(_with(h, info=info), 0, key)
+
+
+@SETTINGS
+@given(data=st.data(), value=junk)
+@pytest.mark.xfail(strict=True,
+                   reason="issue 11 item 4: info fields are not type-checked (shm: "
+                          "boot_id=None is accepted; verbs: int() takes floats and digit strings)")
+def test_info_field_of_the_wrong_type(writer, data, value):
+    h = writer.handle()
+    key = data.draw(st.sampled_from(sorted(h.info)))
+    real = h.info[key]
+    if type(value) is type(real):
+        return  # a well-typed value is the next tests' business
+    _expect_refused(_with(h, info={**h.info, key: value}), 0, key)
+
+
+@pytest.fixture
+def shm_writer():
+    fresh = _Fresh("shm")
+    yield fresh
+    fresh.close()
+
+
+@SETTINGS
+@given(cut=st.sampled_from(["\0", "\0x", "/", "/../", "a/b"]), where=st.sampled_from(["start", "end"]))
+@pytest.mark.xfail(strict=True,
+                   reason="issue 11 item 4: a name with NUL is cut and attaches; with '/' it "
+                          "raises OSError, not ValueError")
+def test_shm_name_with_nul_or_slash(shm_writer, cut, where):
+    h = shm_writer.handle()
+    name = h.info["name"]
+    bad = cut + name if where == "start" else name + cut
+    _expect_refused(_with(h, info={**h.info, "name": bad}), 0, "name")
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="issue 11 item 4: a queue that does not exist raises FileNotFoundError")
+def test_shm_name_of_no_queue(shm_writer):
+    h = shm_writer.handle()
+    info = {**h.info, "name": h.info["name"] + "-gone"}
+    _expect_refused(_with(h, info=info), 0, "name")
+
+
+@SETTINGS
+@given(name=st.text(st.characters(blacklist_characters="\0/"), min_size=300, max_size=5000))
+@pytest.mark.xfail(strict=True,
+                   reason="issue 11 item 4: an over-long name is refused without naming the field")
+def test_shm_name_too_long(shm_writer, name):
+    h = shm_writer.handle()
+    _expect_refused(_with(h, info={**h.info, "name": name}), 0, "name")
