@@ -69,8 +69,8 @@ class ReaderBackend:
     lib = lib
 
     def __init__(self, handle, index, spin_ns):
-        boot_id = handle.info.get("boot_id")
-        if boot_id is not None and not isinstance(boot_id, str):
+        boot_id = handle.info.get("boot_id", "")
+        if not isinstance(boot_id, str):
             raise ValueError(f"corrupt shm handle: info['boot_id'] must be a str, got {boot_id!r}")
         if boot_id and boot_id != _boot_id():
             raise ValueError("this shm handle was made on another host (or before a reboot); "

@@ -2,9 +2,9 @@
 raises ValueError or TypeError naming what was wrong, and never crashes,
 hangs, attaches to the wrong thing or raises anything else.
 
-One field is spoiled at a time, so the error must name that field.  Cases
-that fail on today's code are strict xfails naming issue 11's item: they turn
-into failures (XPASS) once it is fixed, and the mark goes.
+One field is spoiled at a time, so the error must name that field.  A
+well-formed handle whose queue is gone is a runtime fault instead:
+``rdmaq.QueueNotFoundError``.
 """
 import os
 import pickle
@@ -117,9 +117,6 @@ def test_other_transport_s_handle(writer):
 
 @SETTINGS
 @given(n_readers=st.one_of(huge_or_negative, not_an_int, st.just(0)))
-@pytest.mark.xfail(strict=True,
-                   reason="issue 11 item 4: n_readers is not type-checked (TypeError without "
-                          "its name) and not checked against the queue")
 def test_bad_n_readers(writer, n_readers):
     h = writer.handle()
     _expect_refused(_with(h, n_readers=n_readers), 0, "n_readers")
@@ -128,8 +125,6 @@ def test_bad_n_readers(writer, n_readers):
 @SETTINGS
 @given(info=st.one_of(st.none(), st.lists(st.text(max_size=5), max_size=3), st.text(max_size=10),
                       st.integers(), st.binary(max_size=10)))
-@pytest.mark.xfail(strict=True,
-                   reason="issue 11 item 4: an info that is not a dict raises AttributeError")
 def test_info_not_a_dict(writer, info):
     h = writer.handle()
     _expect_refused(_with(h, info=info), 0, "info")
@@ -153,9 +148,6 @@ def test_info_field_missing(writer, data):
 
 @SETTINGS
 @given(data=st.data(), value=junk)
-@pytest.mark.xfail(strict=True,
-                   reason="issue 11 item 4: info fields are not type-checked (shm: "
-                          "boot_id=None is accepted; verbs: int() takes floats and digit strings)")
 def test_info_field_of_the_wrong_type(writer, data, value):
     h = writer.handle()
     key = data.draw(st.sampled_from(sorted(h.info)))
@@ -174,9 +166,6 @@ def shm_writer():
 
 @SETTINGS
 @given(cut=st.sampled_from(["\0", "\0x", "/", "/../", "a/b"]), where=st.sampled_from(["start", "end"]))
-@pytest.mark.xfail(strict=True,
-                   reason="issue 11 item 4: a name with NUL is cut and attaches; with '/' it "
-                          "raises OSError, not ValueError")
 def test_shm_name_with_nul_or_slash(shm_writer, cut, where):
     h = shm_writer.handle()
     name = h.info["name"]
@@ -184,18 +173,16 @@ def test_shm_name_with_nul_or_slash(shm_writer, cut, where):
     _expect_refused(_with(h, info={**h.info, "name": bad}), 0, "name")
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="issue 11 item 4: a queue that does not exist raises FileNotFoundError")
 def test_shm_name_of_no_queue(shm_writer):
+    """A well-formed handle whose queue is gone is a runtime fault, not a bad argument."""
     h = shm_writer.handle()
     info = {**h.info, "name": h.info["name"] + "-gone"}
-    _expect_refused(_with(h, info=info), 0, "name")
+    with pytest.raises(rdmaq.QueueNotFoundError, match="no rdmaq queue"):
+        rdmaq.Reader(_with(h, info=info), 0)
 
 
 @SETTINGS
 @given(name=st.text(st.characters(blacklist_characters="\0/"), min_size=300, max_size=5000))
-@pytest.mark.xfail(strict=True,
-                   reason="issue 11 item 4: an over-long name is refused without naming the field")
 def test_shm_name_too_long(shm_writer, name):
     h = shm_writer.handle()
     _expect_refused(_with(h, info={**h.info, "name": name}), 0, "name")

@@ -44,10 +44,10 @@ def test_auto_transport_is_verbs_only_with_an_active_port():
 def test_cli_version_and_usage():
     p = _rdmaq_cmd("--version")
     assert p.returncode == 0 and p.stdout.strip() == rdmaq.__version__
-    p = _rdmaq_cmd()
+    p = _rdmaq_cmd()  # no command: the usage, as an argument error
     assert p.returncode == 2
     for sub in ("bench", "doctor", "softroce", "demo"):
-        assert sub in p.stdout
+        assert sub in p.stderr
     p = _rdmaq_cmd("no-such-command")
     assert p.returncode == 2 and "invalid choice" in p.stderr
 
@@ -155,8 +155,6 @@ def test_dev_shm_clean_after_reader_crash_mid_stream(procs, results, shm_names):
     assert _leftovers(name) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 item 7: a writer killed before ready leaves "
-                                       "its segment; nobody removes it")
 def test_dev_shm_clean_after_writer_crash_before_ready(procs, results, shm_names):
     procs.append(start(idle_writer, "shm", results))
     handle = results.get(timeout=TIMEOUT)
@@ -172,8 +170,6 @@ def test_dev_shm_clean_after_writer_crash_before_ready(procs, results, shm_names
     assert _leftovers(name) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 item 7: a reader killed after attaching, "
-                                       "before ready, leaves its ring when the writer closes")
 def test_dev_shm_clean_after_reader_crash_before_ready(procs, results, shm_names):
     w = rdmaq.Writer(2, transport="shm")
     name = w.handle.info["name"]

@@ -53,7 +53,7 @@ if [ "${1:-}" = --in-vm ]; then
 		t=$(now)
 		phase "vLLM remote readers over RDMA (tests/vllm/test_verbs_remote.py)"
 		# From tests/vllm: the venv's installed rdmaq, not the source tree.
-		(cd tests/vllm && "$RDMAQ_RXE_VLLM_PYTHON" -m pytest -q -p no:cacheprovider test_verbs_remote.py)
+		(cd tests/vllm && "$RDMAQ_RXE_VLLM_PYTHON" -m pytest -q -rs -p no:cacheprovider test_verbs_remote.py)
 		vrc=$?
 		echo "rxe-ci: vLLM remote readers: ${vrc} in $(secs "$t") s" >&2
 		[ $rc = 0 ] && rc=$vrc
