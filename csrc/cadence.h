@@ -31,7 +31,7 @@
 #define RDMAQ_CAD_MAX_SPIN_NS	1000000LL
 #define RDMAQ_CAD_MAX_LATE_NS	500000LL
 #define RDMAQ_CAD_BACKOFF_MAX	1024U
-#define RDMAQ_CAD_CLEAN_RUN	64U	/* clean windows that halve the back-off */
+#define RDMAQ_CAD_CLEAN_RUN	16U	/* clean windows that halve the back-off */
 
 struct rdmaq_cadence {
 	int64_t last_stamp;		/* writer's stamp of the previous message; 0: none */

@@ -33,7 +33,7 @@
 #include "ring.h"
 
 #define RDMAQ_MIN_SPIN_NS	1000U
-#define RDMAQ_PREEMPT_GAP_NS	50000LL	/* a spin round this long means we lost the CPU */
+#define RDMAQ_PREEMPT_GAP_NS	200000LL	/* a spin round this long means we lost the CPU (host steal in a VM is shorter) */
 #define RDMAQ_MIN_NAP_NS	20000LL	/* shorter naps cost more than they save */
 #define RDMAQ_NAP_LATE_NS	500000LL	/* a nap ending this late: the CPU is taken */
 
