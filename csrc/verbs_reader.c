@@ -95,6 +95,8 @@ static int vr_credit(struct rdmaq_reader *rp, uint64_t next_seq)
 		return vr_fail_err(r, r->credit_qp);
 	}
 	ret = vr_post_credit(r, next_seq, true, false);
+	if (!ret)
+		rp->stats.wakeups++;	/* the immediate is the writer's doorbell */
 	if (ret && next_seq == RDMAQ_CREDIT_CLOSED)
 		return 0;
 	return ret;

@@ -130,11 +130,7 @@ def test_spin_us_0_every_wait_blocks_and_every_sleeper_is_woken(transport):
         w.close()
 
 
-def test_reader_credit_wakes_a_sleeping_writer(transport, request):
-    if transport == "verbs":
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="issue 12 item 2: the verbs reader does not count the credit "
-                                "doorbells it sends in stats['wakeups']"))
+def test_reader_credit_wakes_a_sleeping_writer(transport):
     w = rdmaq.Writer(1, transport=transport, slot_bytes=256, slots=4, spin_us=0)
     r = rdmaq.Reader(w.handle, 0)
     try:
