@@ -508,6 +508,11 @@ class ReaderBackend:
             live = wire.address(wire.get(info, "live"), "live")
             self._writer_desc = _desc(wire.pid(wire.get(info, "pid"), "pid"),
                                       wire.host(wire.get(info, "host"), "host"))
+            # They only describe the writer, in messages: checked all the same.
+            if "device" in info:
+                wire.text(info["device"], "device", 63)
+            if "gid" in info:
+                wire.hexbytes(info["gid"], "gid", 16)
             self._geometry = wire.geometry({
                 "n_readers": handle.n_readers,
                 "slot_bytes": wire.get(info, "slot_bytes"),
