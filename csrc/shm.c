@@ -40,6 +40,7 @@
 
 #include "barrier.h"
 #include "futex.h"
+#include "rdmaq_shm.h"
 #include "ring.h"
 
 #define RDMAQ_NAME_MAX		200

@@ -30,12 +30,14 @@
 
 #include "barrier.h"
 #include "busy.h"
-#include "ring.h"
+#include "error.h"
+#include "wait.h"
 
 #define RDMAQ_MIN_SPIN_NS	1000U
 #define RDMAQ_PREEMPT_GAP_NS	200000LL	/* a spin round this long means we lost the CPU (host steal in a VM is shorter) */
 #define RDMAQ_MIN_NAP_NS	20000LL	/* shorter naps cost more than they save */
 #define RDMAQ_NAP_LATE_NS	500000LL	/* a nap ending this late: the CPU is taken */
+#define RDMAQ_DEFAULT_SLICE_NS	100000U		/* see slice.h */
 
 int64_t rdmaq_now_ns(void)
 {
@@ -48,6 +50,33 @@ int64_t rdmaq_now_ns(void)
 int64_t rdmaq_deadline(int64_t timeout_ns)
 {
 	return timeout_ns < 0 ? -1 : rdmaq_now_ns() + timeout_ns;
+}
+
+void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wops, void *ep,
+		       uint32_t spin_ns, struct rdmaq_stats *stats)
+{
+	*wt = (struct rdmaq_waiter){
+		.ops = wops,
+		.ep = ep,
+		.spin_max_ns = spin_ns,
+		.spin_ns = spin_ns,
+		.anticipate = true,
+		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
+		.stats = stats,
+	};
+}
+
+int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc)
+{
+	if (wc->slice_ns && (wc->slice_ns < RDMAQ_SLICE_MIN_NS || wc->slice_ns > RDMAQ_SLICE_MAX_NS))
+		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %u..%u ns, got %u",
+				     RDMAQ_SLICE_MIN_NS, RDMAQ_SLICE_MAX_NS, wc->slice_ns);
+	wt->spin_max_ns = wc->spin_ns;
+	wt->spin_ns = wc->spin_ns;
+	wt->anticipate = wc->anticipate != 0;
+	wt->main_returns = wc->main_returns != 0;
+	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
+	return 0;
 }
 
 /* Signal handlers run on the main thread only; it must come back to them. */

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rdmaq.h"
+#include "rdmaq_shm.h"
 
 #define N_READERS	3
 #define N_MESSAGES	20000

@@ -13,7 +13,7 @@ def _core_sources():
     spec = importlib.util.spec_from_file_location("_rdmaq_build", os.path.join(ROOT, "rdmaq", "_build.py"))
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
-    return [os.path.join(ROOT, "csrc", f) for f in build.CORE_SOURCES]
+    return [os.path.join(ROOT, "csrc", f) for f in build.CORE_SOURCES + build.SHM_SOURCES]
 
 
 SOURCES = _core_sources()
@@ -38,7 +38,7 @@ def test_c_core_under_sanitizer(kind, tmp_path):
         pytest.fail("no C compiler: install gcc (the CI script does)")
     exe = tmp_path / f"test_ring_{kind}"
     subprocess.run([cc, "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
-                    "-I", os.path.join(ROOT, "csrc"), *SANITIZERS[kind], TEST, *SOURCES,
+                    "-I", os.path.join(ROOT, "csrc", "include"), "-I", os.path.join(ROOT, "csrc"), *SANITIZERS[kind], TEST, *SOURCES,
                     "-lpthread", "-o", str(exe)], check=True, timeout=COMPILE_TIMEOUT_S)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",

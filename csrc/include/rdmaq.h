@@ -2,6 +2,10 @@
 /*
  * rdmaq public C API: a one-writer / N-reader message ring.
  *
+ * This header holds what every transport shares: the configuration, the
+ * statistics and the endpoint operations.  A transport's header creates
+ * the endpoints: rdmaq_shm.h (shared memory), rdmaq_verbs.h (RDMA).
+ *
  * Every function that can fail returns 0 or a negative errno; the calling
  * thread's rdmaq_errmsg() then says what failed.  Timeouts are in
  * nanoseconds, negative meaning "wait forever".  A blocking call returns
@@ -78,18 +82,6 @@ const char *rdmaq_errmsg(void);
 
 /* Payload bytes one slot carries once its header and trailer are paid. */
 uint32_t rdmaq_slot_payload(uint32_t slot_bytes);
-
-/*
- * shm transport: one segment in /dev/shm holding a broadcast ring that
- * every reader reads, futex wake-ups.  The writer names the segment
- * (unguessably) and unlinks it once every reader has attached.
- */
-int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config *cfg);
-const char *rdmaq_shm_writer_name(const struct rdmaq_writer *w);
-int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name,
-			    uint32_t index, uint32_t spin_ns);
-/* 1 if `name` is an rdmaq segment whose writer process is gone, 0 if not, <0 error. */
-int rdmaq_shm_segment_stale(const char *name);
 
 /*
  * Does the kernel honour a short scheduler slice for this thread?  1 yes,
