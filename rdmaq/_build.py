@@ -1,9 +1,9 @@
 """The one cffi build module (API mode, out-of-line).
 
-Two extensions come out of csrc/: ``rdmaq._rdmaq`` (the ring engine and
-the shm transport, libc only) and, where libibverbs headers exist at build
-time, ``rdmaq._rdmaq_verbs`` (the ring engine and the verbs transport,
-linking libibverbs).  Keeping verbs in
+Two extensions come out of csrc/, their sources listed in csrc/sources.mk:
+``rdmaq._rdmaq`` (the ring engine and the shm transport, libc only) and,
+where libibverbs headers exist at build time, ``rdmaq._rdmaq_verbs`` (the
+ring engine and the verbs transport, linking libibverbs).  Keeping verbs in
 its own extension is what lets ``import rdmaq`` work on machines without
 rdma-core.  Each extension carries its own copy of the engine, hence its
 own rdmaq_errmsg(): a backend reads errors through its own ``lib``.
@@ -13,6 +13,7 @@ preprocessor lines.
 """
 import glob
 import os
+import re
 
 from cffi import FFI
 
@@ -21,13 +22,35 @@ INCLUDE = os.path.join(CSRC, "include")
 CFLAGS = ["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-fvisibility=hidden"]
 VERBS_INCLUDE_DIRS = ("/usr/include", "/usr/local/include")
 
-CORE_SOURCES = ["ring.c", "wait.c", "cadence.c", "slice.c", "busy.c", "error.c"]
-SHM_SOURCES = ["shm.c"]
-VERBS_SOURCES = ["verbs_ctx.c", "verbs_pool.c", "verbs_ep.c", "verbs_writer.c", "verbs_reader.c"]
+_ASSIGN = re.compile(r"([A-Z][A-Z0-9_]*)\s*:?=\s*(.*)")
 
 
 def _here(*parts):
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", *parts)
+
+
+def read_sources(path=None):
+    """csrc/sources.mk as {list name: [file, ...]}.
+
+    It is a makefile fragment (tests/c/Makefile includes it) kept to
+    ``NAME := file ...`` lines, comments and backslash continuations.
+    """
+    path = path or _here(CSRC, "sources.mk")
+    with open(path) as f:
+        text = f.read().replace("\\\n", " ")
+    lists = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = _ASSIGN.fullmatch(line)
+        if m is None:
+            raise ValueError(f"{path}: not a `NAME := files` line: {line!r}")
+        lists[m[1]] = m[2].split()
+    return lists
+
+
+SOURCES = read_sources()
 
 
 def _cdef(header):
@@ -57,13 +80,13 @@ def have_verbs():
     return verbs_skip_reason() is None
 
 
-def _builder(module, headers, sources, libraries):
+def _builder(module, headers, lists, libraries):
     ffi = FFI()
     ffi.cdef("".join(_cdef(h) for h in headers))
     ffi.set_source(
         module,
         "".join(f'#include "{h}"\n' for h in headers),
-        sources=[os.path.join(CSRC, s) for s in sources],
+        sources=[os.path.join(CSRC, s) for name in lists for s in SOURCES[name]],
         # a changed header rebuilds the extension too
         depends=sorted(glob.glob(os.path.join(CSRC, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))),
         include_dirs=[INCLUDE, CSRC],
@@ -74,9 +97,9 @@ def _builder(module, headers, sources, libraries):
     return ffi
 
 
-ffibuilder = _builder("rdmaq._rdmaq", ["rdmaq.h", "rdmaq_shm.h"], CORE_SOURCES + SHM_SOURCES, [])
+ffibuilder = _builder("rdmaq._rdmaq", ["rdmaq.h", "rdmaq_shm.h"], ["CORE_SRCS", "SHM_SRCS"], [])
 verbs_ffibuilder = (
-    _builder("rdmaq._rdmaq_verbs", ["rdmaq.h", "rdmaq_verbs.h"], CORE_SOURCES + VERBS_SOURCES, ["ibverbs"])
+    _builder("rdmaq._rdmaq_verbs", ["rdmaq.h", "rdmaq_verbs.h"], ["CORE_SRCS", "VERBS_SRCS"], ["ibverbs"])
     if have_verbs()
     else None
 )
