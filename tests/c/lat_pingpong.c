@@ -2,7 +2,8 @@
 /*
  * rdmaq's own latency without Python: two threads ping-pong over two verbs
  * queues through the loopback QP pool, both busy-polling, RTT/2 per
- * round trip, as ib_write_lat measures.  Built and run by test_latency.py:
+ * round trip, as ib_write_lat measures.  Built by tests/c/Makefile (`make
+ * verbs`), run by tests/verbs/test_latency.py:
  *
  *   lat_pingpong ITERS SIZE   -> one JSON line of RTT/2 statistics (us)
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The C core without Python, built under AddressSanitizer + UBSan and
- * under ThreadSanitizer by tests/core/test_c_core.py.
+ * under ThreadSanitizer (tests/c/Makefile); tests/core/test_c_core.py runs it.
  *
  * One writer thread broadcasts to N reader threads over the shm transport
  * (threads, not processes, so TSan sees both sides of every access); each
