@@ -57,7 +57,7 @@ void rdmaq_writer_init(struct rdmaq_writer *w, const struct rdmaq_writer_ops *op
 	rdmaq_waiter_init(&w->waiter, wops, w, cfg->spin_ns, &w->stats);
 }
 
-static int rdmaq_reader_before_block(void *ep);
+static int rdmaq_reader_before_block(struct rdmaq_waiter *wt);
 
 void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *ops,
 		       const struct rdmaq_wait_ops *wops,
@@ -380,9 +380,9 @@ static int rdmaq_reader_publish(struct rdmaq_reader *r)
 	return 0;
 }
 
-static int rdmaq_reader_before_block(void *ep)
+static int rdmaq_reader_before_block(struct rdmaq_waiter *wt)
 {
-	return rdmaq_reader_publish(ep);
+	return rdmaq_reader_publish(container_of(wt, struct rdmaq_reader, waiter));
 }
 
 /* 1 when record next_seq has landed whole. */

@@ -21,6 +21,11 @@
 #include "rdmaq.h"
 #include "wait.h"
 
+/* The structure that holds `ptr` as its `member`. */
+#ifndef container_of
+#define container_of(ptr, type, member)	((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
+
 struct rdmaq_writer;
 
 struct rdmaq_writer_ops {

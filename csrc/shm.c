@@ -107,19 +107,62 @@ static struct rdmaq_shm_layout shm_layout(void *base, uint32_t n_readers)
 	return l;
 }
 
+/* ---- sleeping and waking -------------------------------------------------- */
+
 static void shm_ring_doorbell(uint32_t *doorbell, int n)
 {
 	__atomic_add_fetch(doorbell, 1, __ATOMIC_SEQ_CST);
 	rdmaq_futex_wake(doorbell, n);
 }
 
-static int shm_block(uint32_t *doorbell, uint32_t expected, int64_t timeout_ns)
+/*
+ * Where an endpoint sleeps: the doorbell word its peers bump, and its own
+ * flag asking them to.  The writer's and every reader's wait ops run on
+ * one of these (their waiter's ep points here).
+ */
+struct rdmaq_shm_sleep {
+	uint32_t *doorbell;
+	uint32_t *sleeping;
+	uint32_t seen;		/* the doorbell when the sleep was announced */
+};
+
+static int shm_sleep_prepare(void *ep)
 {
-	int ret = rdmaq_futex_wait(doorbell, expected, timeout_ns);
+	struct rdmaq_shm_sleep *s = ep;
+
+	s->seen = READ_ONCE(*s->doorbell);
+	WRITE_ONCE(*s->sleeping, 1);
+	/* Pairs with the waker's barrier between publishing and reading the flag. */
+	smp_mb();
+	return 0;
+}
+
+static int shm_sleep_block(void *ep, int64_t timeout_ns)
+{
+	struct rdmaq_shm_sleep *s = ep;
+	int ret = rdmaq_futex_wait(s->doorbell, s->seen, timeout_ns);
 
 	if (ret == -EINTR)
 		return rdmaq_set_err(ret, "interrupted by a signal");
 	return ret < 0 ? rdmaq_set_err(ret, "futex wait: %s", strerror(-ret)) : 0;
+}
+
+static void shm_sleep_finish(void *ep)
+{
+	struct rdmaq_shm_sleep *s = ep;
+
+	WRITE_ONCE(*s->sleeping, 0);
+}
+
+/* After publishing something the writer may wait for: wake it if it sleeps. */
+static bool shm_wake_writer(struct rdmaq_shm_wwait *ww)
+{
+	/* Pairs with the barrier in shm_sleep_prepare. */
+	smp_mb();
+	if (!READ_ONCE(ww->sleeping))
+		return false;
+	shm_ring_doorbell(&ww->doorbell, 1);
+	return true;
 }
 
 /* ---- processes ------------------------------------------------------------ */
@@ -292,7 +335,7 @@ struct rdmaq_shm_writer {
 	struct rdmaq_shm_layout l;
 	bool unlinked;
 	bool dirty;			/* records emitted since the last flush */
-	uint32_t wait_val;
+	struct rdmaq_shm_sleep sleep;	/* on wwait */
 	struct rdmaq_shm_peer peers[];
 };
 
@@ -433,33 +476,9 @@ static void shm_writer_destroy(struct rdmaq_writer *wp)
 	free(w);
 }
 
-static int shm_writer_prepare(void *ep)
-{
-	struct rdmaq_shm_writer *w = ep;
-
-	w->wait_val = READ_ONCE(w->l.wwait->doorbell);
-	WRITE_ONCE(w->l.wwait->sleeping, 1);
-	smp_mb();
-	return 0;
-}
-
-static int shm_writer_block(void *ep, int64_t timeout_ns)
-{
-	struct rdmaq_shm_writer *w = ep;
-
-	return shm_block(&w->l.wwait->doorbell, w->wait_val, timeout_ns);
-}
-
-static void shm_writer_finish(void *ep)
-{
-	struct rdmaq_shm_writer *w = ep;
-
-	WRITE_ONCE(w->l.wwait->sleeping, 0);
-}
-
 static int shm_writer_check_peer(void *ep)
 {
-	struct rdmaq_shm_writer *w = ep;
+	struct rdmaq_shm_writer *w = container_of(ep, struct rdmaq_shm_writer, sleep);
 	uint32_t i;
 
 	for (i = 0; i < w->w.cfg.n_readers; i++) {
@@ -498,9 +517,9 @@ static const struct rdmaq_writer_ops shm_writer_ops = {
 };
 
 static const struct rdmaq_wait_ops shm_writer_wait_ops = {
-	.prepare = shm_writer_prepare,
-	.block = shm_writer_block,
-	.finish = shm_writer_finish,
+	.prepare = shm_sleep_prepare,
+	.block = shm_sleep_block,
+	.finish = shm_sleep_finish,
 	.check_peer = shm_writer_check_peer,
 };
 
@@ -508,7 +527,6 @@ int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config
 {
 	struct rdmaq_shm_writer *w;
 	struct rdmaq_shm_hdr *h;
-	struct rdmaq_ring_ctrl *rc;
 	uint32_t i;
 	int ret;
 
@@ -539,9 +557,12 @@ int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config
 	};
 	for (i = 0; i < cfg->n_readers; i++)
 		w->l.credits[i].next_seq = 1;
-	rc = shm_writer_ring(w);
-	rc->magic = RDMAQ_MAGIC;
 	rdmaq_writer_init(&w->w, &shm_writer_ops, &shm_writer_wait_ops, cfg, h->key, w->l.credits);
+	w->sleep = (struct rdmaq_shm_sleep){
+		.doorbell = &w->l.wwait->doorbell,
+		.sleeping = &w->l.wwait->sleeping,
+	};
+	w->w.waiter.ep = &w->sleep;
 	/* Readers trust the segment once the magic is there. */
 	smp_store_release(&h->magic, RDMAQ_MAGIC);
 	*out = &w->w;
@@ -565,7 +586,7 @@ struct rdmaq_shm_reader {
 	uint64_t seg_bytes;
 	struct rdmaq_shm_layout l;
 	struct rdmaq_shm_peer writer;
-	uint32_t wait_val;
+	struct rdmaq_shm_sleep sleep;	/* on the ring's doorbell */
 };
 
 #define to_shm_reader(rp) ((struct rdmaq_shm_reader *)(rp))
@@ -580,12 +601,8 @@ static int shm_reader_credit(struct rdmaq_reader *rp, uint64_t next_seq)
 	struct rdmaq_shm_reader *r = to_shm_reader(rp);
 
 	smp_store_release(&r->l.credits[rp->index].next_seq, next_seq);
-	/* Pairs with the writer's barrier after it sets `sleeping`. */
-	smp_mb();
-	if (READ_ONCE(r->l.wwait->sleeping)) {
-		shm_ring_doorbell(&r->l.wwait->doorbell, 1);
+	if (shm_wake_writer(r->l.wwait))
 		rp->stats.wakeups++;
-	}
 	return 0;
 }
 
@@ -605,33 +622,9 @@ static void shm_reader_destroy(struct rdmaq_reader *rp)
 	free(r);
 }
 
-static int shm_reader_prepare(void *ep)
-{
-	struct rdmaq_shm_reader *r = ep;
-
-	r->wait_val = READ_ONCE(shm_reader_ring(r)->doorbell);
-	WRITE_ONCE(r->l.credits[r->r.index].sleeping, 1);
-	smp_mb();
-	return 0;
-}
-
-static int shm_reader_block(void *ep, int64_t timeout_ns)
-{
-	struct rdmaq_shm_reader *r = ep;
-
-	return shm_block(&shm_reader_ring(r)->doorbell, r->wait_val, timeout_ns);
-}
-
-static void shm_reader_finish(void *ep)
-{
-	struct rdmaq_shm_reader *r = ep;
-
-	WRITE_ONCE(r->l.credits[r->r.index].sleeping, 0);
-}
-
 static int shm_reader_check_peer(void *ep)
 {
-	struct rdmaq_shm_reader *r = ep;
+	struct rdmaq_shm_reader *r = container_of(ep, struct rdmaq_shm_reader, sleep);
 
 	if (peer_dead(&r->writer))
 		return rdmaq_set_err(-EOWNERDEAD, "writer (pid %d) died", r->writer.pid);
@@ -645,9 +638,9 @@ static const struct rdmaq_reader_ops shm_reader_ops = {
 };
 
 static const struct rdmaq_wait_ops shm_reader_wait_ops = {
-	.prepare = shm_reader_prepare,
-	.block = shm_reader_block,
-	.finish = shm_reader_finish,
+	.prepare = shm_sleep_prepare,
+	.block = shm_sleep_block,
+	.finish = shm_sleep_finish,
 	.check_peer = shm_reader_check_peer,
 };
 
@@ -758,15 +751,18 @@ int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_
 		goto clean_r;
 	}
 	rdmaq_reader_init(&r->r, &shm_reader_ops, &shm_reader_wait_ops, &cfg, index, key, r->l.ring);
+	r->sleep = (struct rdmaq_shm_sleep){
+		.doorbell = &shm_reader_ring(r)->doorbell,
+		.sleeping = &r->l.credits[index].sleeping,
+	};
+	r->r.waiter.ep = &r->sleep;
 	/* Credit costs a store and a barrier here: return it at every record,
 	 * so a writer short of room never waits for a reader that is busy
 	 * elsewhere. */
 	r->r.credit_batch = 1;
 	WRITE_ONCE(att->pid, getpid());
 	smp_store_release(&att->state, ATTACH_DONE);
-	smp_mb();
-	if (READ_ONCE(r->l.wwait->sleeping))
-		shm_ring_doorbell(&r->l.wwait->doorbell, INT_MAX);
+	shm_wake_writer(r->l.wwait);
 	*out = &r->r;
 	return 0;
 

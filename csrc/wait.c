@@ -229,7 +229,7 @@ static int rdmaq_wait_nap(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 	if (win->sleep_until - now <= RDMAQ_MIN_NAP_NS || (deadline >= 0 && win->sleep_until >= deadline))
 		return 0;
 	if (wt->before_block) {
-		ret = wt->before_block(wt->ep);
+		ret = wt->before_block(wt);
 		if (ret < 0)
 			return ret;
 	}
@@ -323,7 +323,7 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 	int ret;
 
 	if (wt->before_block) {
-		ret = wt->before_block(wt->ep);
+		ret = wt->before_block(wt);
 		if (ret < 0)
 			return ret;
 	}

@@ -40,9 +40,9 @@ enum rdmaq_wait_how {
 
 struct rdmaq_waiter {
 	const struct rdmaq_wait_ops *ops;
-	void *ep;
+	void *ep;		/* what the ops are called with: the endpoint, unless its transport says */
 	/* Runs once before the first block of a wait (a reader returns credit). */
-	int (*before_block)(void *ep);
+	int (*before_block)(struct rdmaq_waiter *wt);
 	uint32_t spin_max_ns;
 	uint32_t spin_ns;	/* adaptive budget, in [spin_min, spin_max] */
 	int cancelled;		/* set by another thread: fail with -ECANCELED */
