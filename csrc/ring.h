@@ -23,7 +23,7 @@
 
 /* The structure that holds `ptr` as its `member`. */
 #ifndef container_of
-#define container_of(ptr, type, member)	((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)(((char *)(ptr)) - offsetof(type, member)))
 #endif
 
 struct rdmaq_writer;
@@ -36,9 +36,8 @@ struct rdmaq_writer_ops {
 	/* Connect to the attached readers and tell them traffic may flow. */
 	int (*connect)(struct rdmaq_writer *w);
 	/* Frame record `seq` into every open reader's slot. */
-	int (*emit)(struct rdmaq_writer *w, uint64_t seq,
-		    const struct rdmaq_rec_hdr *hdr, const struct rdmaq_iovec *iov,
-		    int iovcnt, size_t iov_off);
+	int (*emit)(struct rdmaq_writer *w, uint64_t seq, const struct rdmaq_rec_hdr *hdr,
+		    const struct rdmaq_iovec *iov, int iovcnt, size_t iov_off);
 	/* Make emitted records visible; wake sleeping readers if `doorbell`. */
 	int (*flush)(struct rdmaq_writer *w, bool doorbell);
 	/* Store closed_seq in every reader ring it can reach and wake them (also
@@ -55,10 +54,10 @@ struct rdmaq_writer_ops {
 /* A put interrupted by a signal, resumed by rdmaq_writer_resume(). */
 struct rdmaq_put_state {
 	bool active;
-	uint64_t total;		/* message bytes */
-	uint64_t nrec;		/* records it takes */
-	uint64_t k;		/* records emitted so far */
-	uint64_t off;		/* message bytes emitted so far */
+	uint64_t total; /* message bytes */
+	uint64_t nrec;	/* records it takes */
+	uint64_t k;	/* records emitted so far */
+	uint64_t off;	/* message bytes emitted so far */
 	int64_t stamp_ns;
 };
 
@@ -66,13 +65,13 @@ struct rdmaq_writer {
 	const struct rdmaq_writer_ops *ops;
 	struct rdmaq_waiter waiter;
 	struct rdmaq_config cfg;
-	uint64_t key;			/* trailer key */
-	uint64_t next_seq;		/* next slot sequence to emit */
-	struct rdmaq_credit *credits;	/* writer memory, one per reader */
-	uint32_t payload;		/* payload bytes per slot */
+	uint64_t key;		      /* trailer key */
+	uint64_t next_seq;	      /* next slot sequence to emit */
+	struct rdmaq_credit *credits; /* writer memory, one per reader */
+	uint32_t payload;	      /* payload bytes per slot */
 	bool ready;
 	bool closed;
-	bool abort_pending;		/* a streamed message was cut short */
+	bool abort_pending; /* a streamed message was cut short */
 	struct rdmaq_put_state put;
 	struct rdmaq_trace trace;
 	struct rdmaq_stats stats;
@@ -93,17 +92,17 @@ struct rdmaq_reader {
 	struct rdmaq_config cfg;
 	uint32_t index;
 	uint64_t key;
-	uint8_t *ring;			/* ctrl + slots */
-	uint64_t *cursor;		/* if set, next_seq is stored here at every record */
+	uint8_t *ring;	  /* ctrl + slots */
+	uint64_t *cursor; /* if set, next_seq is stored here at every record */
 	uint32_t payload;
-	uint64_t next_seq;		/* next record to consume */
-	uint64_t credited;		/* last next_seq published */
-	uint32_t credit_batch;		/* publish every this many records (and before blocking) */
-	uint64_t msg_len;		/* message in progress (peeked) */
-	uint64_t msg_off;		/* bytes of it already copied */
+	uint64_t next_seq;     /* next record to consume */
+	uint64_t credited;     /* last next_seq published */
+	uint32_t credit_batch; /* publish every this many records (and before blocking) */
+	uint64_t msg_len;      /* message in progress (peeked) */
+	uint64_t msg_off;      /* bytes of it already copied */
 	bool in_message;
 	bool closed;
-	bool planned;			/* `window` was napped to by rdmaq_reader_nap */
+	bool planned; /* `window` was napped to by rdmaq_reader_nap */
 	struct rdmaq_cad_window window;
 	struct rdmaq_cadence cadence;
 	struct rdmaq_trace trace;
@@ -115,13 +114,11 @@ int rdmaq_config_check(const struct rdmaq_config *cfg);
 /* A random odd word for trailer keys, names and ids: not a secret, only unlikely to repeat. */
 uint64_t rdmaq_random_u64(void);
 void rdmaq_writer_init(struct rdmaq_writer *w, const struct rdmaq_writer_ops *ops,
-		       const struct rdmaq_wait_ops *wops,
-		       const struct rdmaq_config *cfg, uint64_t key,
-		       struct rdmaq_credit *credits);
+		       const struct rdmaq_wait_ops *wops, const struct rdmaq_config *cfg,
+		       uint64_t key, struct rdmaq_credit *credits);
 void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *ops,
-		       const struct rdmaq_wait_ops *wops,
-		       const struct rdmaq_config *cfg, uint32_t index, uint64_t key,
-		       uint8_t *ring);
+		       const struct rdmaq_wait_ops *wops, const struct rdmaq_config *cfg,
+		       uint32_t index, uint64_t key, uint8_t *ring);
 
 /*
  * Frame one record at `slot` (a slot in some ring, local or staging):
@@ -132,8 +129,7 @@ void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *op
 size_t rdmaq_rec_frame(uint8_t *slot, uint64_t key, const struct rdmaq_rec_hdr *hdr,
 		       const struct rdmaq_iovec *iov, int iovcnt, size_t iov_off);
 
-static inline uint8_t *rdmaq_ring_slot(uint8_t *ring, const struct rdmaq_config *cfg,
-				       uint64_t seq)
+static inline uint8_t *rdmaq_ring_slot(uint8_t *ring, const struct rdmaq_config *cfg, uint64_t seq)
 {
 	return ring + RDMAQ_RING_DATA_OFF + (size_t)(seq % cfg->slots) * cfg->slot_bytes;
 }

@@ -43,9 +43,9 @@
 #include "rdmaq_shm.h"
 #include "ring.h"
 
-#define RDMAQ_NAME_MAX		200
-#define RDMAQ_NAME_PREFIX	"rdmaq-"
-#define RDMAQ_CREATE_TRIES	16
+#define RDMAQ_NAME_MAX	   200
+#define RDMAQ_NAME_PREFIX  "rdmaq-"
+#define RDMAQ_CREATE_TRIES 16
 
 enum { ATTACH_FREE = 0, ATTACH_CLAIMED = 1, ATTACH_DONE = 2 };
 
@@ -60,14 +60,14 @@ struct rdmaq_shm_hdr {
 	uint64_t max_message;
 	uint64_t key;
 	uint64_t seg_bytes;
-	uint64_t writer_start;	/* the writer's start time, against pid reuse */
+	uint64_t writer_start; /* the writer's start time, against pid reuse */
 	uint8_t pad[RDMAQ_CACHELINE - 56];
 };
 
 /* Where the writer sleeps, waiting for attaches or credit. */
 struct rdmaq_shm_wwait {
-	uint32_t doorbell;	/* bumped by readers */
-	uint32_t sleeping;	/* set by the writer */
+	uint32_t doorbell; /* bumped by readers */
+	uint32_t sleeping; /* set by the writer */
 	uint8_t pad[RDMAQ_CACHELINE - 8];
 };
 
@@ -91,7 +91,8 @@ struct rdmaq_shm_layout {
 static uint64_t shm_seg_bytes(const struct rdmaq_config *cfg)
 {
 	return sizeof(struct rdmaq_shm_hdr) + sizeof(struct rdmaq_shm_wwait) +
-	       (uint64_t)cfg->n_readers * (sizeof(struct rdmaq_shm_attach) + sizeof(struct rdmaq_credit)) +
+	       (uint64_t)cfg->n_readers *
+		       (sizeof(struct rdmaq_shm_attach) + sizeof(struct rdmaq_credit)) +
 	       rdmaq_ring_bytes(cfg->slot_bytes, cfg->slots);
 }
 
@@ -123,7 +124,7 @@ static void shm_ring_doorbell(uint32_t *doorbell, int n)
 struct rdmaq_shm_sleep {
 	uint32_t *doorbell;
 	uint32_t *sleeping;
-	uint32_t seen;		/* the doorbell when the sleep was announced */
+	uint32_t seen; /* the doorbell when the sleep was announced */
 };
 
 static int shm_sleep_prepare(void *ep)
@@ -180,7 +181,7 @@ static int peer_open(struct rdmaq_shm_peer *p, pid_t pid)
 	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (p->pidfd < 0 && errno == ESRCH)
 		return -ESRCH;
-	return 0;	/* without pidfds (old kernel, seccomp) fall back to kill(0) */
+	return 0; /* without pidfds (old kernel, seccomp) fall back to kill(0) */
 }
 
 /* 1 if the peer process has exited (zombies included), else 0. */
@@ -236,7 +237,8 @@ static int shm_check_name(const char *name)
 	size_t n = strnlen(name, RDMAQ_NAME_MAX + 1);
 
 	if (n == 0 || n > RDMAQ_NAME_MAX)
-		return rdmaq_set_err(-EINVAL, "queue name must have 1..%d characters", RDMAQ_NAME_MAX);
+		return rdmaq_set_err(-EINVAL, "queue name must have 1..%d characters",
+				     RDMAQ_NAME_MAX);
 	if (strchr(name, '/'))
 		return rdmaq_set_err(-EINVAL, "queue name must not contain '/': %s", name);
 	return 0;
@@ -270,7 +272,8 @@ static int shm_reserve(int fd, uint64_t bytes)
 	err = posix_fallocate(fd, 0, (off_t)bytes);
 	if (err == EOPNOTSUPP || err == ENOSYS) {
 		if (ftruncate(fd, (off_t)bytes) < 0)
-			return rdmaq_set_err(-errno, "cannot size shared memory: %s", strerror(errno));
+			return rdmaq_set_err(-errno, "cannot size shared memory: %s",
+					     strerror(errno));
 		return 0;
 	}
 	if (err == ENOSPC) {
@@ -282,7 +285,8 @@ static int shm_reserve(int fd, uint64_t bytes)
 		return rdmaq_set_err(-ENOSPC,
 				     "/dev/shm is too small: this queue needs %s, %s is free; give the "
 				     "container more shared memory (docker run --shm-size=1g, or --ipc=host) "
-				     "or use fewer/smaller slots", need, have);
+				     "or use fewer/smaller slots",
+				     need, have);
 	}
 	if (err)
 		return rdmaq_set_err(-err, "cannot reserve %" PRIu64 " bytes of shared memory: %s",
@@ -306,13 +310,15 @@ static int shm_create(char *name, size_t name_len, uint64_t bytes, void **out)
 			break;
 	}
 	if (fd < 0)
-		return rdmaq_set_err(-errno, "cannot create shared memory %s: %s", path, strerror(errno));
+		return rdmaq_set_err(-errno, "cannot create shared memory %s: %s", path,
+				     strerror(errno));
 	ret = shm_reserve(fd, bytes);
 	if (ret)
 		goto clean_fd;
 	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
-		ret = rdmaq_set_err(-errno, "cannot map shared memory %s: %s", path, strerror(errno));
+		ret = rdmaq_set_err(-errno, "cannot map shared memory %s: %s", path,
+				    strerror(errno));
 		goto clean_fd;
 	}
 	close(fd);
@@ -328,14 +334,14 @@ clean_fd:
 /* ---- writer --------------------------------------------------------------- */
 
 struct rdmaq_shm_writer {
-	struct rdmaq_writer w;		/* first: the core casts back */
+	struct rdmaq_writer w; /* first: the core casts back */
 	char name[RDMAQ_NAME_MAX + 1];
 	void *base;
 	uint64_t seg_bytes;
 	struct rdmaq_shm_layout l;
 	bool unlinked;
-	bool dirty;			/* records emitted since the last flush */
-	struct rdmaq_shm_sleep sleep;	/* on wwait */
+	bool dirty;		      /* records emitted since the last flush */
+	struct rdmaq_shm_sleep sleep; /* on wwait */
 	struct rdmaq_shm_peer peers[];
 };
 
@@ -387,10 +393,12 @@ static int shm_writer_ready_timeout(struct rdmaq_writer *wp)
 		else if (len + 16 > sizeof(missing))
 			cut = true;
 		else
-			len += snprintf(missing + len, sizeof(missing) - len, "%s%u", len ? ", " : "", i);
+			len += snprintf(missing + len, sizeof(missing) - len, "%s%u",
+					len ? ", " : "", i);
 	}
-	return rdmaq_set_err(-ETIMEDOUT, "timed out with %u of %u readers attached (missing: [%s%s])",
-			     have, wp->cfg.n_readers, missing, cut ? ", ..." : "");
+	return rdmaq_set_err(-ETIMEDOUT,
+			     "timed out with %u of %u readers attached (missing: [%s%s])", have,
+			     wp->cfg.n_readers, missing, cut ? ", ..." : "");
 }
 
 static int shm_writer_connect(struct rdmaq_writer *wp)
@@ -405,7 +413,8 @@ static int shm_writer_connect(struct rdmaq_writer *wp)
 		if (shm_reader_closed(w, i) || w->peers[i].pid)
 			continue;
 		if (peer_open(&w->peers[i], pid))
-			return rdmaq_set_err(-EOWNERDEAD, "reader %u (pid %d) died before the queue was ready",
+			return rdmaq_set_err(-EOWNERDEAD,
+					     "reader %u (pid %d) died before the queue was ready",
 					     i, pid);
 	}
 	/* Everyone is in: nobody needs the name any more. */
@@ -420,7 +429,8 @@ static int shm_writer_emit(struct rdmaq_writer *wp, uint64_t seq, const struct r
 {
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
 
-	rdmaq_rec_frame(rdmaq_ring_slot(w->l.ring, &wp->cfg, seq), wp->key, hdr, iov, iovcnt, iov_off);
+	rdmaq_rec_frame(rdmaq_ring_slot(w->l.ring, &wp->cfg, seq), wp->key, hdr, iov, iovcnt,
+			iov_off);
 	w->dirty = true;
 	return 0;
 }
@@ -581,12 +591,12 @@ const char *rdmaq_shm_writer_name(const struct rdmaq_writer *wp)
 /* ---- reader --------------------------------------------------------------- */
 
 struct rdmaq_shm_reader {
-	struct rdmaq_reader r;		/* first: the core casts back */
+	struct rdmaq_reader r; /* first: the core casts back */
 	void *base;
 	uint64_t seg_bytes;
 	struct rdmaq_shm_layout l;
 	struct rdmaq_shm_peer writer;
-	struct rdmaq_shm_sleep sleep;	/* on the ring's doorbell */
+	struct rdmaq_shm_sleep sleep; /* on the ring's doorbell */
 };
 
 #define to_shm_reader(rp) ((struct rdmaq_shm_reader *)(rp))
@@ -659,8 +669,10 @@ static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct
 	fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
 	if (fd < 0) {
 		if (errno == ENOENT)
-			return rdmaq_set_err(-ENOENT, "no rdmaq queue %s here: its writer is gone or closed, "
-					     "it is already connected, or it is on another host", name);
+			return rdmaq_set_err(-ENOENT,
+					     "no rdmaq queue %s here: its writer is gone or closed, "
+					     "it is already connected, or it is on another host",
+					     name);
 		return rdmaq_set_err(-errno, "cannot open %s: %s", path, strerror(errno));
 	}
 	if (fstat(fd, &st) < 0) {
@@ -685,8 +697,10 @@ static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct
 	if (smp_load_acquire(&((struct rdmaq_shm_hdr *)p)->magic) != RDMAQ_MAGIC)
 		return rdmaq_set_err(-EPROTO, "%s is not an rdmaq queue", path);
 	if (h.version != RDMAQ_VERSION)
-		return rdmaq_set_err(-EPROTO, "%s is an rdmaq v%u queue, this is v%u: writer and reader "
-				     "run different rdmaq releases", path, h.version, RDMAQ_VERSION);
+		return rdmaq_set_err(-EPROTO,
+				     "%s is an rdmaq v%u queue, this is v%u: writer and reader "
+				     "run different rdmaq releases",
+				     path, h.version, RDMAQ_VERSION);
 	*cfg = (struct rdmaq_config){
 		.n_readers = h.n_readers,
 		.slot_bytes = h.slot_bytes,
@@ -697,9 +711,10 @@ static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct
 	if (ret)
 		return rdmaq_set_err(-EPROTO, "%s has a corrupt header: %s", path, rdmaq_errmsg());
 	if (h.seg_bytes != shm_seg_bytes(cfg) || h.seg_bytes != r->seg_bytes)
-		return rdmaq_set_err(-EPROTO, "%s is %" PRIu64 " bytes, its header describes %" PRIu64
-				     " (layout %" PRIu64 ")", path, r->seg_bytes, h.seg_bytes,
-				     shm_seg_bytes(cfg));
+		return rdmaq_set_err(-EPROTO,
+				     "%s is %" PRIu64 " bytes, its header describes %" PRIu64
+				     " (layout %" PRIu64 ")",
+				     path, r->seg_bytes, h.seg_bytes, shm_seg_bytes(cfg));
 	r->l = shm_layout(p, cfg->n_readers);
 	r->writer.pid = h.writer_pid;
 	r->r.key = h.key;
@@ -792,11 +807,13 @@ int rdmaq_shm_segment_stale(const char *name)
 	shm_path(path, sizeof(path), name);
 	fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : rdmaq_set_err(-errno, "cannot open %s: %s", path, strerror(errno));
+		return errno == ENOENT
+			       ? 0
+			       : rdmaq_set_err(-errno, "cannot open %s: %s", path, strerror(errno));
 	n = pread(fd, &h, sizeof(h), 0);
 	close(fd);
 	if (n != (ssize_t)sizeof(h) || h.magic != RDMAQ_MAGIC || h.writer_pid <= 0)
-		return 0;	/* not ours, or still being created */
+		return 0; /* not ours, or still being created */
 	if (kill(h.writer_pid, 0) < 0 && errno == ESRCH)
 		return 1;
 	start = proc_start_time(h.writer_pid);

@@ -14,7 +14,7 @@
 #include "rdmaq.h"
 #include "slice.h"
 
-#define RDMAQ_PEER_CHECK_NS	100000000LL	/* liveness check period when blocked */
+#define RDMAQ_PEER_CHECK_NS 100000000LL /* liveness check period when blocked */
 
 /*
  * How an endpoint blocks.  prepare() announces the sleep (so peers know to
@@ -32,24 +32,24 @@ struct rdmaq_wait_ops {
 /* How the last wait ended (rdmaq_trace.how). */
 enum rdmaq_wait_how {
 	RDMAQ_HOW_NONE = 0,
-	RDMAQ_HOW_READY,	/* the condition already held */
-	RDMAQ_HOW_SPIN,		/* met during the adaptive spin */
-	RDMAQ_HOW_WINDOW,	/* met in a window predicted from the cadence */
-	RDMAQ_HOW_WOKEN,	/* met after blocking in the kernel */
+	RDMAQ_HOW_READY,  /* the condition already held */
+	RDMAQ_HOW_SPIN,	  /* met during the adaptive spin */
+	RDMAQ_HOW_WINDOW, /* met in a window predicted from the cadence */
+	RDMAQ_HOW_WOKEN,  /* met after blocking in the kernel */
 };
 
 struct rdmaq_waiter {
 	const struct rdmaq_wait_ops *ops;
-	void *ep;		/* what the ops are called with: the endpoint, unless its transport says */
+	void *ep; /* what the ops are called with: the endpoint, unless its transport says */
 	/* Runs once before the first block of a wait (a reader returns credit). */
 	int (*before_block)(struct rdmaq_waiter *wt);
 	uint32_t spin_max_ns;
-	uint32_t spin_ns;	/* adaptive budget, in [spin_min, spin_max] */
-	int cancelled;		/* set by another thread: fail with -ECANCELED */
-	bool anticipate;	/* readers: use the cadence (rdmaq_wait_next) */
-	bool main_returns;	/* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
+	uint32_t spin_ns;  /* adaptive budget, in [spin_min, spin_max] */
+	int cancelled;	   /* set by another thread: fail with -ECANCELED */
+	bool anticipate;   /* readers: use the cadence (rdmaq_wait_next) */
+	bool main_returns; /* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
 	struct rdmaq_slice slice;
-	int64_t met_ns;		/* when the last wait's condition was seen to hold */
+	int64_t met_ns; /* when the last wait's condition was seen to hold */
 	enum rdmaq_wait_how how;
 	struct rdmaq_stats *stats;
 };
@@ -67,8 +67,7 @@ int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_conf
 typedef int (*rdmaq_cond_fn)(void *arg);
 
 /* 0 when cond holds, else a negative errno (-ETIMEDOUT, -EINTR, ...). */
-int rdmaq_wait(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
-	       int64_t deadline_ns);
+int rdmaq_wait(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t deadline_ns);
 /*
  * The same, first trying a window predicted by `cad` (may be NULL), or the
  * window `planned` by rdmaq_wait_prepare_window (may be NULL).

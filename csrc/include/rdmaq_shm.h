@@ -18,8 +18,8 @@
 
 int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config *cfg);
 const char *rdmaq_shm_writer_name(const struct rdmaq_writer *w);
-int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name,
-			    uint32_t index, uint32_t spin_ns);
+int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_t index,
+			    uint32_t spin_ns);
 /* 1 if `name` is an rdmaq segment whose writer process is gone, 0 if not, <0 error. */
 int rdmaq_shm_segment_stale(const char *name);
 
