@@ -87,8 +87,9 @@ def _builder(module, headers, lists, libraries):
         module,
         "".join(f'#include "{h}"\n' for h in headers),
         sources=[os.path.join(CSRC, s) for name in lists for s in SOURCES[name]],
-        # a changed header rebuilds the extension too
-        depends=sorted(glob.glob(os.path.join(CSRC, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))),
+        # a changed header or source list rebuilds the extension too (and they go into the sdist)
+        depends=[os.path.join(CSRC, "sources.mk")]
+        + sorted(glob.glob(os.path.join(CSRC, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))),
         include_dirs=[INCLUDE, CSRC],
         libraries=libraries,
         extra_compile_args=CFLAGS + _sanitize_flags(),
