@@ -9,20 +9,20 @@
 #ifndef RDMAQ_BARRIER_H
 #define RDMAQ_BARRIER_H
 
-#define READ_ONCE(var)		__atomic_load_n(&(var), __ATOMIC_RELAXED)
-#define WRITE_ONCE(var, val)	__atomic_store_n(&(var), (val), __ATOMIC_RELAXED)
+#define READ_ONCE(var)	     __atomic_load_n(&(var), __ATOMIC_RELAXED)
+#define WRITE_ONCE(var, val) __atomic_store_n(&(var), (val), __ATOMIC_RELAXED)
 
 /* RELEASE: every earlier load/store is visible before this store. */
-#define smp_store_release(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define smp_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 /* ACQUIRE: no later load/store is satisfied before this load. */
 #define smp_load_acquire(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
 /* Full barrier: orders an earlier store against a later load (Dekker). */
 #ifdef __SANITIZE_THREAD__
 /* TSan does not model fences; a seq_cst RMW is a full barrier it accepts. */
 static int rdmaq_tsan_fence_word __attribute__((unused));
-#define smp_mb()		((void)__atomic_fetch_add(&rdmaq_tsan_fence_word, 0, __ATOMIC_SEQ_CST))
+#define smp_mb() ((void)__atomic_fetch_add(&rdmaq_tsan_fence_word, 0, __ATOMIC_SEQ_CST))
 #else
-#define smp_mb()		__atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define smp_mb() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #endif
 
 static inline void cpu_relax(void)

@@ -55,8 +55,8 @@ bool rdmaq_cpu_busy(int64_t now)
 	int ncpu;
 
 	if (now - last < RDMAQ_BUSY_PERIOD_NS ||
-	    !__atomic_compare_exchange_n(&busy_checked, &last, now, false,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	    !__atomic_compare_exchange_n(&busy_checked, &last, now, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
 		return __atomic_load_n(&busy_state, __ATOMIC_RELAXED);
 	running = runnable_now();
 	ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RDMAQ_BUSY_PERIOD_NS	20000000LL
+#define RDMAQ_BUSY_PERIOD_NS 20000000LL
 
 bool rdmaq_cpu_busy(int64_t now_ns);
 

@@ -4,8 +4,8 @@
 
 #include "cadence.h"
 
-#define RDMAQ_CAD_BACKOFF_MIN	4U
-#define RDMAQ_CAD_OFFSET_CREEP	10	/* ns per message: ~10 µs per 1000 messages */
+#define RDMAQ_CAD_BACKOFF_MIN  4U
+#define RDMAQ_CAD_OFFSET_CREEP 10 /* ns per message: ~10 µs per 1000 messages */
 
 void rdmaq_cadence_init(struct rdmaq_cadence *c)
 {
@@ -78,7 +78,7 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 	if (w->spin_until - w->spin_from > budget)
 		w->spin_until = w->spin_from + budget;
 	if (now >= w->spin_until)
-		return false;	/* late already: block as usual */
+		return false; /* late already: block as usual */
 	w->sleep_until = w->spin_from - rdmaq_cadence_margin(c);
 	return true;
 }
@@ -104,7 +104,8 @@ int64_t rdmaq_cadence_margin(const struct rdmaq_cadence *c)
 void rdmaq_cadence_preempted(struct rdmaq_cadence *c)
 {
 	c->skip = c->backoff;
-	c->backoff = c->backoff * 2 < RDMAQ_CAD_BACKOFF_MAX ? c->backoff * 2 : RDMAQ_CAD_BACKOFF_MAX;
+	c->backoff =
+		c->backoff * 2 < RDMAQ_CAD_BACKOFF_MAX ? c->backoff * 2 : RDMAQ_CAD_BACKOFF_MAX;
 	c->clean = 0;
 }
 
@@ -113,5 +114,6 @@ void rdmaq_cadence_clean(struct rdmaq_cadence *c)
 	if (++c->clean < RDMAQ_CAD_CLEAN_RUN)
 		return;
 	c->clean = 0;
-	c->backoff = c->backoff / 2 > RDMAQ_CAD_BACKOFF_MIN ? c->backoff / 2 : RDMAQ_CAD_BACKOFF_MIN;
+	c->backoff =
+		c->backoff / 2 > RDMAQ_CAD_BACKOFF_MIN ? c->backoff / 2 : RDMAQ_CAD_BACKOFF_MIN;
 }

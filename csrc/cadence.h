@@ -22,37 +22,37 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RDMAQ_CAD_WINDOW	32	/* intervals remembered */
-#define RDMAQ_CAD_MIN_SEEN	8	/* intervals needed before predicting */
-#define RDMAQ_CAD_MIN_IV_NS	30000LL		/* faster: the adaptive spin covers it */
-#define RDMAQ_CAD_MAX_IV_NS	2000000000LL	/* slower: not worth a window */
-#define RDMAQ_CAD_GUARD_NS	15000LL		/* margin each side of the window */
-#define RDMAQ_CAD_BUDGET_DIV	6	/* spin at most 1/6 of the interval per message */
-#define RDMAQ_CAD_MAX_SPIN_NS	1000000LL
-#define RDMAQ_CAD_MAX_LATE_NS	500000LL
-#define RDMAQ_CAD_BACKOFF_MAX	1024U
-#define RDMAQ_CAD_CLEAN_RUN	16U	/* clean windows that halve the back-off */
+#define RDMAQ_CAD_WINDOW      32	   /* intervals remembered */
+#define RDMAQ_CAD_MIN_SEEN    8		   /* intervals needed before predicting */
+#define RDMAQ_CAD_MIN_IV_NS   30000LL	   /* faster: the adaptive spin covers it */
+#define RDMAQ_CAD_MAX_IV_NS   2000000000LL /* slower: not worth a window */
+#define RDMAQ_CAD_GUARD_NS    15000LL	   /* margin each side of the window */
+#define RDMAQ_CAD_BUDGET_DIV  6		   /* spin at most 1/6 of the interval per message */
+#define RDMAQ_CAD_MAX_SPIN_NS 1000000LL
+#define RDMAQ_CAD_MAX_LATE_NS 500000LL
+#define RDMAQ_CAD_BACKOFF_MAX 1024U
+#define RDMAQ_CAD_CLEAN_RUN   16U /* clean windows that halve the back-off */
 
 struct rdmaq_cadence {
-	int64_t last_stamp;		/* writer's stamp of the previous message; 0: none */
-	int64_t iv[RDMAQ_CAD_WINDOW];	/* recent intervals between stamps */
+	int64_t last_stamp;	      /* writer's stamp of the previous message; 0: none */
+	int64_t iv[RDMAQ_CAD_WINDOW]; /* recent intervals between stamps */
 	uint32_t n, pos;
 	/* min(seen - stamp): our clock minus the writer's, plus the transit.
 	 * It creeps up slowly so a clock step cannot pin it low for ever. */
 	int64_t offset;
 	bool have_offset;
-	int64_t late;			/* how late our timed sleeps end: average */
-	int64_t late_dev;		/* ... and its mean deviation */
-	uint32_t skip;			/* messages left with anticipation off */
-	uint32_t backoff;		/* skip after the next preempted spin */
-	uint32_t clean;			/* windows since the last preempted one */
+	int64_t late;	  /* how late our timed sleeps end: average */
+	int64_t late_dev; /* ... and its mean deviation */
+	uint32_t skip;	  /* messages left with anticipation off */
+	uint32_t backoff; /* skip after the next preempted spin */
+	uint32_t clean;	  /* windows since the last preempted one */
 };
 
 /* Where the next message is expected, in this reader's clock. */
 struct rdmaq_cad_window {
-	int64_t sleep_until;		/* nap until here (already early by `late`) */
+	int64_t sleep_until; /* nap until here (already early by `late`) */
 	int64_t spin_from;
-	int64_t spin_until;		/* then block as usual */
+	int64_t spin_until; /* then block as usual */
 };
 
 void rdmaq_cadence_init(struct rdmaq_cadence *c);

@@ -25,46 +25,47 @@
 
 #include <stdint.h>
 
-#define RDMAQ_MAGIC		0x7164726dU	/* "mrdq" */
-#define RDMAQ_VERSION		2U
-#define RDMAQ_CACHELINE		64U
-#define RDMAQ_REC_FIRST		0x1U
-#define RDMAQ_REC_LAST		0x2U
-#define RDMAQ_REC_ABORT		0x4U	/* discard the message in progress */
-#define RDMAQ_CREDIT_CLOSED	UINT64_MAX	/* reader left for good */
-#define RDMAQ_MIN_SLOT_BYTES	128U
-#define RDMAQ_MAX_READERS	256U
+#define RDMAQ_MAGIC	     0x7164726dU /* "mrdq" */
+#define RDMAQ_VERSION	     2U
+#define RDMAQ_CACHELINE	     64U
+#define RDMAQ_REC_FIRST	     0x1U
+#define RDMAQ_REC_LAST	     0x2U
+#define RDMAQ_REC_ABORT	     0x4U	/* discard the message in progress */
+#define RDMAQ_CREDIT_CLOSED  UINT64_MAX /* reader left for good */
+#define RDMAQ_MIN_SLOT_BYTES 128U
+#define RDMAQ_MAX_READERS    256U
 
 struct rdmaq_rec_hdr {
-	uint64_t seq;		/* stored last: valid iff == expected */
-	uint64_t msg_len;	/* whole message, repeated in every record */
-	uint32_t len;		/* payload bytes in this record */
-	uint32_t flags;		/* RDMAQ_REC_FIRST / _LAST / _ABORT */
-	int64_t stamp_ns;	/* writer's CLOCK_MONOTONIC when the message was published */
+	uint64_t seq;	  /* stored last: valid iff == expected */
+	uint64_t msg_len; /* whole message, repeated in every record */
+	uint32_t len;	  /* payload bytes in this record */
+	uint32_t flags;	  /* RDMAQ_REC_FIRST / _LAST / _ABORT */
+	int64_t stamp_ns; /* writer's CLOCK_MONOTONIC when the message was published */
 };
 
-#define RDMAQ_REC_OVERHEAD	(sizeof(struct rdmaq_rec_hdr) + sizeof(uint64_t))
+#define RDMAQ_REC_OVERHEAD (sizeof(struct rdmaq_rec_hdr) + sizeof(uint64_t))
 
 /* Head of every ring.  Writer-owned and reader-owned words sit on separate cache lines. */
 struct rdmaq_ring_ctrl {
 	/* written by the writer */
 	uint32_t magic;
-	uint32_t ready;		/* writer connected: traffic may flow */
-	uint64_t closed_seq;	/* 0 while open, else the first seq never sent */
-	uint32_t doorbell;	/* shm: futex word readers sleep on */
+	uint32_t ready;	     /* writer connected: traffic may flow */
+	uint64_t closed_seq; /* 0 while open, else the first seq never sent */
+	uint32_t doorbell;   /* shm: futex word readers sleep on */
 	uint8_t pad0[RDMAQ_CACHELINE - 20];
 	/* written by the (one) reader of a per-reader ring */
-	uint64_t consumed;	/* verbs: next_seq, stored at every record; the writer reads it when short of credit */
+	/* verbs: next_seq, stored at every record; the writer reads it when short of credit */
+	uint64_t consumed;
 	uint8_t pad1[RDMAQ_CACHELINE - 8];
 	uint8_t pad2[2 * RDMAQ_CACHELINE];
 };
 
-#define RDMAQ_RING_DATA_OFF	sizeof(struct rdmaq_ring_ctrl)
+#define RDMAQ_RING_DATA_OFF sizeof(struct rdmaq_ring_ctrl)
 
 /* One reader's entry in the writer's credit array, in writer memory. */
 struct rdmaq_credit {
-	uint64_t next_seq;	/* reader consumed everything below this */
-	uint32_t sleeping;	/* shm: reader is (about to be) blocked on the doorbell */
+	uint64_t next_seq; /* reader consumed everything below this */
+	uint32_t sleeping; /* shm: reader is (about to be) blocked on the doorbell */
 	uint8_t pad[RDMAQ_CACHELINE - 12];
 };
 

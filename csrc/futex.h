@@ -21,11 +21,10 @@ static inline int rdmaq_futex_wait(uint32_t *word, uint32_t expected, int64_t ti
 		.tv_sec = timeout_ns / 1000000000LL,
 		.tv_nsec = timeout_ns % 1000000000LL,
 	};
+	long ret;
 
-	if (syscall(SYS_futex, word, FUTEX_WAIT, expected, timeout_ns < 0 ? NULL : &ts,
-		    NULL, 0) == 0)
-		return 0;
-	if (errno == EAGAIN)
+	ret = syscall(SYS_futex, word, FUTEX_WAIT, expected, timeout_ns < 0 ? NULL : &ts, NULL, 0);
+	if (ret == 0 || errno == EAGAIN)
 		return 0;
 	if (errno == ETIMEDOUT)
 		return 1;

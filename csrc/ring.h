@@ -1,96 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The ring engine, shared by every transport: framing, flow control,
- * message assembly, waiting (the memory format is in format.h).
+ * The ring engine, shared by every transport: endpoints, framing, flow
+ * control, message assembly.  The memory format is in format.h, waiting
+ * in wait.h.
  *
  * Transports supply where records go and how peers are woken (the ops
- * tables below); everything else lives here.
+ * tables below and struct rdmaq_wait_ops); everything else lives here.
+ * A transport includes this header and finds all it calls.
  */
 #ifndef RDMAQ_RING_H
 #define RDMAQ_RING_H
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cadence.h"
+#include "error.h"
 #include "format.h"
 #include "rdmaq.h"
-#include "slice.h"
+#include "wait.h"
 
-#define RDMAQ_PEER_CHECK_NS	100000000LL	/* liveness check period when blocked */
-#define RDMAQ_DEFAULT_SLICE_NS	100000U		/* see slice.h */
-
-/* ---- waiting ---------------------------------------------------------- */
-
-/*
- * How an endpoint blocks.  prepare() announces the sleep (so peers know to
- * wake us), the caller re-checks its condition, then block() sleeps until a
- * wake-up, the timeout or an interrupt; finish() retracts the announcement.
- * check_peer() reports a dead peer as -EOWNERDEAD with rdmaq_errmsg() set.
- */
-struct rdmaq_wait_ops {
-	int (*prepare)(void *ep);
-	int (*block)(void *ep, int64_t timeout_ns);
-	void (*finish)(void *ep);
-	int (*check_peer)(void *ep);
-};
-
-/* How the last wait ended (rdmaq_trace.how). */
-enum rdmaq_wait_how {
-	RDMAQ_HOW_NONE = 0,
-	RDMAQ_HOW_READY,	/* the condition already held */
-	RDMAQ_HOW_SPIN,		/* met during the adaptive spin */
-	RDMAQ_HOW_WINDOW,	/* met in a window predicted from the cadence */
-	RDMAQ_HOW_WOKEN,	/* met after blocking in the kernel */
-};
-
-struct rdmaq_waiter {
-	const struct rdmaq_wait_ops *ops;
-	void *ep;
-	/* Runs once before the first block of a wait (a reader returns credit). */
-	int (*before_block)(void *ep);
-	uint32_t spin_max_ns;
-	uint32_t spin_ns;	/* adaptive budget, in [spin_min, spin_max] */
-	int cancelled;		/* set by another thread: fail with -ECANCELED */
-	bool anticipate;	/* readers: use the cadence (rdmaq_wait_next) */
-	bool main_returns;	/* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
-	struct rdmaq_slice slice;
-	int64_t met_ns;		/* when the last wait's condition was seen to hold */
-	enum rdmaq_wait_how how;
-	struct rdmaq_stats *stats;
-};
-
-/*
- * Returns 1 when the condition holds, 0 to keep waiting, or a negative
- * errno to stop.
- */
-typedef int (*rdmaq_cond_fn)(void *arg);
-
-/* 0 when cond holds, else a negative errno (-ETIMEDOUT, -EINTR, ...). */
-int rdmaq_wait(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
-	       int64_t deadline_ns);
-/*
- * The same, first trying a window predicted by `cad` (may be NULL), or the
- * window `planned` by rdmaq_wait_prepare_window (may be NULL).
- */
-int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
-		    const struct rdmaq_cad_window *planned, rdmaq_cond_fn cond, void *arg,
-		    int64_t deadline_ns);
-/*
- * Nap until the window `cad` predicts opens, without spinning: 1 when the
- * window is open and cond does not hold yet (*win says until when to
- * spin), 0 when there is no window or cond holds, <0 error.
- */
-int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
-			      rdmaq_cond_fn cond, void *arg, int64_t deadline_ns,
-			      struct rdmaq_cad_window *win);
-int64_t rdmaq_now_ns(void);
-int64_t rdmaq_deadline(int64_t timeout_ns);
-
-/* ---- endpoints ---------------------------------------------------------- */
+/* The structure that holds `ptr` as its `member`. */
+#ifndef container_of
+#define container_of(ptr, type, member) ((type *)(((char *)(ptr)) - offsetof(type, member)))
+#endif
 
 struct rdmaq_writer;
 
@@ -102,9 +36,8 @@ struct rdmaq_writer_ops {
 	/* Connect to the attached readers and tell them traffic may flow. */
 	int (*connect)(struct rdmaq_writer *w);
 	/* Frame record `seq` into every open reader's slot. */
-	int (*emit)(struct rdmaq_writer *w, uint64_t seq,
-		    const struct rdmaq_rec_hdr *hdr, const struct rdmaq_iovec *iov,
-		    int iovcnt, size_t iov_off);
+	int (*emit)(struct rdmaq_writer *w, uint64_t seq, const struct rdmaq_rec_hdr *hdr,
+		    const struct rdmaq_iovec *iov, int iovcnt, size_t iov_off);
 	/* Make emitted records visible; wake sleeping readers if `doorbell`. */
 	int (*flush)(struct rdmaq_writer *w, bool doorbell);
 	/* Store closed_seq in every reader ring it can reach and wake them (also
@@ -121,10 +54,10 @@ struct rdmaq_writer_ops {
 /* A put interrupted by a signal, resumed by rdmaq_writer_resume(). */
 struct rdmaq_put_state {
 	bool active;
-	uint64_t total;		/* message bytes */
-	uint64_t nrec;		/* records it takes */
-	uint64_t k;		/* records emitted so far */
-	uint64_t off;		/* message bytes emitted so far */
+	uint64_t total; /* message bytes */
+	uint64_t nrec;	/* records it takes */
+	uint64_t k;	/* records emitted so far */
+	uint64_t off;	/* message bytes emitted so far */
 	int64_t stamp_ns;
 };
 
@@ -132,13 +65,13 @@ struct rdmaq_writer {
 	const struct rdmaq_writer_ops *ops;
 	struct rdmaq_waiter waiter;
 	struct rdmaq_config cfg;
-	uint64_t key;			/* trailer key */
-	uint64_t next_seq;		/* next slot sequence to emit */
-	struct rdmaq_credit *credits;	/* writer memory, one per reader */
-	uint32_t payload;		/* payload bytes per slot */
+	uint64_t key;		      /* trailer key */
+	uint64_t next_seq;	      /* next slot sequence to emit */
+	struct rdmaq_credit *credits; /* writer memory, one per reader */
+	uint32_t payload;	      /* payload bytes per slot */
 	bool ready;
 	bool closed;
-	bool abort_pending;		/* a streamed message was cut short */
+	bool abort_pending; /* a streamed message was cut short */
 	struct rdmaq_put_state put;
 	struct rdmaq_trace trace;
 	struct rdmaq_stats stats;
@@ -159,17 +92,17 @@ struct rdmaq_reader {
 	struct rdmaq_config cfg;
 	uint32_t index;
 	uint64_t key;
-	uint8_t *ring;			/* ctrl + slots */
-	uint64_t *cursor;		/* if set, next_seq is stored here at every record */
+	uint8_t *ring;	  /* ctrl + slots */
+	uint64_t *cursor; /* if set, next_seq is stored here at every record */
 	uint32_t payload;
-	uint64_t next_seq;		/* next record to consume */
-	uint64_t credited;		/* last next_seq published */
-	uint32_t credit_batch;		/* publish every this many records (and before blocking) */
-	uint64_t msg_len;		/* message in progress (peeked) */
-	uint64_t msg_off;		/* bytes of it already copied */
+	uint64_t next_seq;     /* next record to consume */
+	uint64_t credited;     /* last next_seq published */
+	uint32_t credit_batch; /* publish every this many records (and before blocking) */
+	uint64_t msg_len;      /* message in progress (peeked) */
+	uint64_t msg_off;      /* bytes of it already copied */
 	bool in_message;
 	bool closed;
-	bool planned;			/* `window` was napped to by rdmaq_reader_nap */
+	bool planned; /* `window` was napped to by rdmaq_reader_nap */
 	struct rdmaq_cad_window window;
 	struct rdmaq_cadence cadence;
 	struct rdmaq_trace trace;
@@ -178,14 +111,14 @@ struct rdmaq_reader {
 
 /* Shared set-up helpers for transports. */
 int rdmaq_config_check(const struct rdmaq_config *cfg);
+/* A random odd word for trailer keys, names and ids: not a secret, only unlikely to repeat. */
+uint64_t rdmaq_random_u64(void);
 void rdmaq_writer_init(struct rdmaq_writer *w, const struct rdmaq_writer_ops *ops,
-		       const struct rdmaq_wait_ops *wops,
-		       const struct rdmaq_config *cfg, uint64_t key,
-		       struct rdmaq_credit *credits);
+		       const struct rdmaq_wait_ops *wops, const struct rdmaq_config *cfg,
+		       uint64_t key, struct rdmaq_credit *credits);
 void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *ops,
-		       const struct rdmaq_wait_ops *wops,
-		       const struct rdmaq_config *cfg, uint32_t index, uint64_t key,
-		       uint8_t *ring);
+		       const struct rdmaq_wait_ops *wops, const struct rdmaq_config *cfg,
+		       uint32_t index, uint64_t key, uint8_t *ring);
 
 /*
  * Frame one record at `slot` (a slot in some ring, local or staging):
@@ -196,14 +129,9 @@ void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *op
 size_t rdmaq_rec_frame(uint8_t *slot, uint64_t key, const struct rdmaq_rec_hdr *hdr,
 		       const struct rdmaq_iovec *iov, int iovcnt, size_t iov_off);
 
-static inline uint8_t *rdmaq_ring_slot(uint8_t *ring, const struct rdmaq_config *cfg,
-				       uint64_t seq)
+static inline uint8_t *rdmaq_ring_slot(uint8_t *ring, const struct rdmaq_config *cfg, uint64_t seq)
 {
 	return ring + RDMAQ_RING_DATA_OFF + (size_t)(seq % cfg->slots) * cfg->slot_bytes;
 }
-
-/* Error reporting: negative errno plus a thread-local message. */
-int rdmaq_set_err(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-uint64_t rdmaq_random_u64(void);
 
 #endif

@@ -40,11 +40,12 @@
 
 #include "barrier.h"
 #include "futex.h"
+#include "rdmaq_shm.h"
 #include "ring.h"
 
-#define RDMAQ_NAME_MAX		200
-#define RDMAQ_NAME_PREFIX	"rdmaq-"
-#define RDMAQ_CREATE_TRIES	16
+#define RDMAQ_NAME_MAX	   200
+#define RDMAQ_NAME_PREFIX  "rdmaq-"
+#define RDMAQ_CREATE_TRIES 16
 
 enum { ATTACH_FREE = 0, ATTACH_CLAIMED = 1, ATTACH_DONE = 2 };
 
@@ -59,14 +60,14 @@ struct rdmaq_shm_hdr {
 	uint64_t max_message;
 	uint64_t key;
 	uint64_t seg_bytes;
-	uint64_t writer_start;	/* the writer's start time, against pid reuse */
+	uint64_t writer_start; /* the writer's start time, against pid reuse */
 	uint8_t pad[RDMAQ_CACHELINE - 56];
 };
 
 /* Where the writer sleeps, waiting for attaches or credit. */
 struct rdmaq_shm_wwait {
-	uint32_t doorbell;	/* bumped by readers */
-	uint32_t sleeping;	/* set by the writer */
+	uint32_t doorbell; /* bumped by readers */
+	uint32_t sleeping; /* set by the writer */
 	uint8_t pad[RDMAQ_CACHELINE - 8];
 };
 
@@ -90,7 +91,8 @@ struct rdmaq_shm_layout {
 static uint64_t shm_seg_bytes(const struct rdmaq_config *cfg)
 {
 	return sizeof(struct rdmaq_shm_hdr) + sizeof(struct rdmaq_shm_wwait) +
-	       (uint64_t)cfg->n_readers * (sizeof(struct rdmaq_shm_attach) + sizeof(struct rdmaq_credit)) +
+	       (uint64_t)cfg->n_readers *
+		       (sizeof(struct rdmaq_shm_attach) + sizeof(struct rdmaq_credit)) +
 	       rdmaq_ring_bytes(cfg->slot_bytes, cfg->slots);
 }
 
@@ -106,19 +108,62 @@ static struct rdmaq_shm_layout shm_layout(void *base, uint32_t n_readers)
 	return l;
 }
 
+/* ---- sleeping and waking -------------------------------------------------- */
+
 static void shm_ring_doorbell(uint32_t *doorbell, int n)
 {
 	__atomic_add_fetch(doorbell, 1, __ATOMIC_SEQ_CST);
 	rdmaq_futex_wake(doorbell, n);
 }
 
-static int shm_block(uint32_t *doorbell, uint32_t expected, int64_t timeout_ns)
+/*
+ * Where an endpoint sleeps: the doorbell word its peers bump, and its own
+ * flag asking them to.  The writer's and every reader's wait ops run on
+ * one of these (their waiter's ep points here).
+ */
+struct rdmaq_shm_sleep {
+	uint32_t *doorbell;
+	uint32_t *sleeping;
+	uint32_t seen; /* the doorbell when the sleep was announced */
+};
+
+static int shm_sleep_prepare(void *ep)
 {
-	int ret = rdmaq_futex_wait(doorbell, expected, timeout_ns);
+	struct rdmaq_shm_sleep *s = ep;
+
+	s->seen = READ_ONCE(*s->doorbell);
+	WRITE_ONCE(*s->sleeping, 1);
+	/* Pairs with the waker's barrier between publishing and reading the flag. */
+	smp_mb();
+	return 0;
+}
+
+static int shm_sleep_block(void *ep, int64_t timeout_ns)
+{
+	struct rdmaq_shm_sleep *s = ep;
+	int ret = rdmaq_futex_wait(s->doorbell, s->seen, timeout_ns);
 
 	if (ret == -EINTR)
 		return rdmaq_set_err(ret, "interrupted by a signal");
 	return ret < 0 ? rdmaq_set_err(ret, "futex wait: %s", strerror(-ret)) : 0;
+}
+
+static void shm_sleep_finish(void *ep)
+{
+	struct rdmaq_shm_sleep *s = ep;
+
+	WRITE_ONCE(*s->sleeping, 0);
+}
+
+/* After publishing something the writer may wait for: wake it if it sleeps. */
+static bool shm_wake_writer(struct rdmaq_shm_wwait *ww)
+{
+	/* Pairs with the barrier in shm_sleep_prepare. */
+	smp_mb();
+	if (!READ_ONCE(ww->sleeping))
+		return false;
+	shm_ring_doorbell(&ww->doorbell, 1);
+	return true;
 }
 
 /* ---- processes ------------------------------------------------------------ */
@@ -136,7 +181,7 @@ static int peer_open(struct rdmaq_shm_peer *p, pid_t pid)
 	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (p->pidfd < 0 && errno == ESRCH)
 		return -ESRCH;
-	return 0;	/* without pidfds (old kernel, seccomp) fall back to kill(0) */
+	return 0; /* without pidfds (old kernel, seccomp) fall back to kill(0) */
 }
 
 /* 1 if the peer process has exited (zombies included), else 0. */
@@ -192,7 +237,8 @@ static int shm_check_name(const char *name)
 	size_t n = strnlen(name, RDMAQ_NAME_MAX + 1);
 
 	if (n == 0 || n > RDMAQ_NAME_MAX)
-		return rdmaq_set_err(-EINVAL, "queue name must have 1..%d characters", RDMAQ_NAME_MAX);
+		return rdmaq_set_err(-EINVAL, "queue name must have 1..%d characters",
+				     RDMAQ_NAME_MAX);
 	if (strchr(name, '/'))
 		return rdmaq_set_err(-EINVAL, "queue name must not contain '/': %s", name);
 	return 0;
@@ -226,7 +272,8 @@ static int shm_reserve(int fd, uint64_t bytes)
 	err = posix_fallocate(fd, 0, (off_t)bytes);
 	if (err == EOPNOTSUPP || err == ENOSYS) {
 		if (ftruncate(fd, (off_t)bytes) < 0)
-			return rdmaq_set_err(-errno, "cannot size shared memory: %s", strerror(errno));
+			return rdmaq_set_err(-errno, "cannot size shared memory: %s",
+					     strerror(errno));
 		return 0;
 	}
 	if (err == ENOSPC) {
@@ -238,7 +285,8 @@ static int shm_reserve(int fd, uint64_t bytes)
 		return rdmaq_set_err(-ENOSPC,
 				     "/dev/shm is too small: this queue needs %s, %s is free; give the "
 				     "container more shared memory (docker run --shm-size=1g, or --ipc=host) "
-				     "or use fewer/smaller slots", need, have);
+				     "or use fewer/smaller slots",
+				     need, have);
 	}
 	if (err)
 		return rdmaq_set_err(-err, "cannot reserve %" PRIu64 " bytes of shared memory: %s",
@@ -262,13 +310,15 @@ static int shm_create(char *name, size_t name_len, uint64_t bytes, void **out)
 			break;
 	}
 	if (fd < 0)
-		return rdmaq_set_err(-errno, "cannot create shared memory %s: %s", path, strerror(errno));
+		return rdmaq_set_err(-errno, "cannot create shared memory %s: %s", path,
+				     strerror(errno));
 	ret = shm_reserve(fd, bytes);
 	if (ret)
 		goto clean_fd;
 	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
-		ret = rdmaq_set_err(-errno, "cannot map shared memory %s: %s", path, strerror(errno));
+		ret = rdmaq_set_err(-errno, "cannot map shared memory %s: %s", path,
+				    strerror(errno));
 		goto clean_fd;
 	}
 	close(fd);
@@ -284,14 +334,14 @@ clean_fd:
 /* ---- writer --------------------------------------------------------------- */
 
 struct rdmaq_shm_writer {
-	struct rdmaq_writer w;		/* first: the core casts back */
+	struct rdmaq_writer w; /* first: the core casts back */
 	char name[RDMAQ_NAME_MAX + 1];
 	void *base;
 	uint64_t seg_bytes;
 	struct rdmaq_shm_layout l;
 	bool unlinked;
-	bool dirty;			/* records emitted since the last flush */
-	uint32_t wait_val;
+	bool dirty;		      /* records emitted since the last flush */
+	struct rdmaq_shm_sleep sleep; /* on wwait */
 	struct rdmaq_shm_peer peers[];
 };
 
@@ -343,10 +393,12 @@ static int shm_writer_ready_timeout(struct rdmaq_writer *wp)
 		else if (len + 16 > sizeof(missing))
 			cut = true;
 		else
-			len += snprintf(missing + len, sizeof(missing) - len, "%s%u", len ? ", " : "", i);
+			len += snprintf(missing + len, sizeof(missing) - len, "%s%u",
+					len ? ", " : "", i);
 	}
-	return rdmaq_set_err(-ETIMEDOUT, "timed out with %u of %u readers attached (missing: [%s%s])",
-			     have, wp->cfg.n_readers, missing, cut ? ", ..." : "");
+	return rdmaq_set_err(-ETIMEDOUT,
+			     "timed out with %u of %u readers attached (missing: [%s%s])", have,
+			     wp->cfg.n_readers, missing, cut ? ", ..." : "");
 }
 
 static int shm_writer_connect(struct rdmaq_writer *wp)
@@ -361,7 +413,8 @@ static int shm_writer_connect(struct rdmaq_writer *wp)
 		if (shm_reader_closed(w, i) || w->peers[i].pid)
 			continue;
 		if (peer_open(&w->peers[i], pid))
-			return rdmaq_set_err(-EOWNERDEAD, "reader %u (pid %d) died before the queue was ready",
+			return rdmaq_set_err(-EOWNERDEAD,
+					     "reader %u (pid %d) died before the queue was ready",
 					     i, pid);
 	}
 	/* Everyone is in: nobody needs the name any more. */
@@ -376,7 +429,8 @@ static int shm_writer_emit(struct rdmaq_writer *wp, uint64_t seq, const struct r
 {
 	struct rdmaq_shm_writer *w = to_shm_writer(wp);
 
-	rdmaq_rec_frame(rdmaq_ring_slot(w->l.ring, &wp->cfg, seq), wp->key, hdr, iov, iovcnt, iov_off);
+	rdmaq_rec_frame(rdmaq_ring_slot(w->l.ring, &wp->cfg, seq), wp->key, hdr, iov, iovcnt,
+			iov_off);
 	w->dirty = true;
 	return 0;
 }
@@ -432,33 +486,9 @@ static void shm_writer_destroy(struct rdmaq_writer *wp)
 	free(w);
 }
 
-static int shm_writer_prepare(void *ep)
-{
-	struct rdmaq_shm_writer *w = ep;
-
-	w->wait_val = READ_ONCE(w->l.wwait->doorbell);
-	WRITE_ONCE(w->l.wwait->sleeping, 1);
-	smp_mb();
-	return 0;
-}
-
-static int shm_writer_block(void *ep, int64_t timeout_ns)
-{
-	struct rdmaq_shm_writer *w = ep;
-
-	return shm_block(&w->l.wwait->doorbell, w->wait_val, timeout_ns);
-}
-
-static void shm_writer_finish(void *ep)
-{
-	struct rdmaq_shm_writer *w = ep;
-
-	WRITE_ONCE(w->l.wwait->sleeping, 0);
-}
-
 static int shm_writer_check_peer(void *ep)
 {
-	struct rdmaq_shm_writer *w = ep;
+	struct rdmaq_shm_writer *w = container_of(ep, struct rdmaq_shm_writer, sleep);
 	uint32_t i;
 
 	for (i = 0; i < w->w.cfg.n_readers; i++) {
@@ -497,9 +527,9 @@ static const struct rdmaq_writer_ops shm_writer_ops = {
 };
 
 static const struct rdmaq_wait_ops shm_writer_wait_ops = {
-	.prepare = shm_writer_prepare,
-	.block = shm_writer_block,
-	.finish = shm_writer_finish,
+	.prepare = shm_sleep_prepare,
+	.block = shm_sleep_block,
+	.finish = shm_sleep_finish,
 	.check_peer = shm_writer_check_peer,
 };
 
@@ -507,7 +537,6 @@ int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config
 {
 	struct rdmaq_shm_writer *w;
 	struct rdmaq_shm_hdr *h;
-	struct rdmaq_ring_ctrl *rc;
 	uint32_t i;
 	int ret;
 
@@ -538,9 +567,12 @@ int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config
 	};
 	for (i = 0; i < cfg->n_readers; i++)
 		w->l.credits[i].next_seq = 1;
-	rc = shm_writer_ring(w);
-	rc->magic = RDMAQ_MAGIC;
 	rdmaq_writer_init(&w->w, &shm_writer_ops, &shm_writer_wait_ops, cfg, h->key, w->l.credits);
+	w->sleep = (struct rdmaq_shm_sleep){
+		.doorbell = &w->l.wwait->doorbell,
+		.sleeping = &w->l.wwait->sleeping,
+	};
+	w->w.waiter.ep = &w->sleep;
 	/* Readers trust the segment once the magic is there. */
 	smp_store_release(&h->magic, RDMAQ_MAGIC);
 	*out = &w->w;
@@ -559,12 +591,12 @@ const char *rdmaq_shm_writer_name(const struct rdmaq_writer *wp)
 /* ---- reader --------------------------------------------------------------- */
 
 struct rdmaq_shm_reader {
-	struct rdmaq_reader r;		/* first: the core casts back */
+	struct rdmaq_reader r; /* first: the core casts back */
 	void *base;
 	uint64_t seg_bytes;
 	struct rdmaq_shm_layout l;
 	struct rdmaq_shm_peer writer;
-	uint32_t wait_val;
+	struct rdmaq_shm_sleep sleep; /* on the ring's doorbell */
 };
 
 #define to_shm_reader(rp) ((struct rdmaq_shm_reader *)(rp))
@@ -579,12 +611,8 @@ static int shm_reader_credit(struct rdmaq_reader *rp, uint64_t next_seq)
 	struct rdmaq_shm_reader *r = to_shm_reader(rp);
 
 	smp_store_release(&r->l.credits[rp->index].next_seq, next_seq);
-	/* Pairs with the writer's barrier after it sets `sleeping`. */
-	smp_mb();
-	if (READ_ONCE(r->l.wwait->sleeping)) {
-		shm_ring_doorbell(&r->l.wwait->doorbell, 1);
+	if (shm_wake_writer(r->l.wwait))
 		rp->stats.wakeups++;
-	}
 	return 0;
 }
 
@@ -604,33 +632,9 @@ static void shm_reader_destroy(struct rdmaq_reader *rp)
 	free(r);
 }
 
-static int shm_reader_prepare(void *ep)
-{
-	struct rdmaq_shm_reader *r = ep;
-
-	r->wait_val = READ_ONCE(shm_reader_ring(r)->doorbell);
-	WRITE_ONCE(r->l.credits[r->r.index].sleeping, 1);
-	smp_mb();
-	return 0;
-}
-
-static int shm_reader_block(void *ep, int64_t timeout_ns)
-{
-	struct rdmaq_shm_reader *r = ep;
-
-	return shm_block(&shm_reader_ring(r)->doorbell, r->wait_val, timeout_ns);
-}
-
-static void shm_reader_finish(void *ep)
-{
-	struct rdmaq_shm_reader *r = ep;
-
-	WRITE_ONCE(r->l.credits[r->r.index].sleeping, 0);
-}
-
 static int shm_reader_check_peer(void *ep)
 {
-	struct rdmaq_shm_reader *r = ep;
+	struct rdmaq_shm_reader *r = container_of(ep, struct rdmaq_shm_reader, sleep);
 
 	if (peer_dead(&r->writer))
 		return rdmaq_set_err(-EOWNERDEAD, "writer (pid %d) died", r->writer.pid);
@@ -644,9 +648,9 @@ static const struct rdmaq_reader_ops shm_reader_ops = {
 };
 
 static const struct rdmaq_wait_ops shm_reader_wait_ops = {
-	.prepare = shm_reader_prepare,
-	.block = shm_reader_block,
-	.finish = shm_reader_finish,
+	.prepare = shm_sleep_prepare,
+	.block = shm_sleep_block,
+	.finish = shm_sleep_finish,
 	.check_peer = shm_reader_check_peer,
 };
 
@@ -665,8 +669,10 @@ static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct
 	fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
 	if (fd < 0) {
 		if (errno == ENOENT)
-			return rdmaq_set_err(-ENOENT, "no rdmaq queue %s here: its writer is gone or closed, "
-					     "it is already connected, or it is on another host", name);
+			return rdmaq_set_err(-ENOENT,
+					     "no rdmaq queue %s here: its writer is gone or closed, "
+					     "it is already connected, or it is on another host",
+					     name);
 		return rdmaq_set_err(-errno, "cannot open %s: %s", path, strerror(errno));
 	}
 	if (fstat(fd, &st) < 0) {
@@ -691,8 +697,10 @@ static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct
 	if (smp_load_acquire(&((struct rdmaq_shm_hdr *)p)->magic) != RDMAQ_MAGIC)
 		return rdmaq_set_err(-EPROTO, "%s is not an rdmaq queue", path);
 	if (h.version != RDMAQ_VERSION)
-		return rdmaq_set_err(-EPROTO, "%s is an rdmaq v%u queue, this is v%u: writer and reader "
-				     "run different rdmaq releases", path, h.version, RDMAQ_VERSION);
+		return rdmaq_set_err(-EPROTO,
+				     "%s is an rdmaq v%u queue, this is v%u: writer and reader "
+				     "run different rdmaq releases",
+				     path, h.version, RDMAQ_VERSION);
 	*cfg = (struct rdmaq_config){
 		.n_readers = h.n_readers,
 		.slot_bytes = h.slot_bytes,
@@ -703,9 +711,10 @@ static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct
 	if (ret)
 		return rdmaq_set_err(-EPROTO, "%s has a corrupt header: %s", path, rdmaq_errmsg());
 	if (h.seg_bytes != shm_seg_bytes(cfg) || h.seg_bytes != r->seg_bytes)
-		return rdmaq_set_err(-EPROTO, "%s is %" PRIu64 " bytes, its header describes %" PRIu64
-				     " (layout %" PRIu64 ")", path, r->seg_bytes, h.seg_bytes,
-				     shm_seg_bytes(cfg));
+		return rdmaq_set_err(-EPROTO,
+				     "%s is %" PRIu64 " bytes, its header describes %" PRIu64
+				     " (layout %" PRIu64 ")",
+				     path, r->seg_bytes, h.seg_bytes, shm_seg_bytes(cfg));
 	r->l = shm_layout(p, cfg->n_readers);
 	r->writer.pid = h.writer_pid;
 	r->r.key = h.key;
@@ -757,15 +766,18 @@ int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_
 		goto clean_r;
 	}
 	rdmaq_reader_init(&r->r, &shm_reader_ops, &shm_reader_wait_ops, &cfg, index, key, r->l.ring);
+	r->sleep = (struct rdmaq_shm_sleep){
+		.doorbell = &shm_reader_ring(r)->doorbell,
+		.sleeping = &r->l.credits[index].sleeping,
+	};
+	r->r.waiter.ep = &r->sleep;
 	/* Credit costs a store and a barrier here: return it at every record,
 	 * so a writer short of room never waits for a reader that is busy
 	 * elsewhere. */
 	r->r.credit_batch = 1;
 	WRITE_ONCE(att->pid, getpid());
 	smp_store_release(&att->state, ATTACH_DONE);
-	smp_mb();
-	if (READ_ONCE(r->l.wwait->sleeping))
-		shm_ring_doorbell(&r->l.wwait->doorbell, INT_MAX);
+	shm_wake_writer(r->l.wwait);
 	*out = &r->r;
 	return 0;
 
@@ -795,11 +807,13 @@ int rdmaq_shm_segment_stale(const char *name)
 	shm_path(path, sizeof(path), name);
 	fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : rdmaq_set_err(-errno, "cannot open %s: %s", path, strerror(errno));
+		return errno == ENOENT
+			       ? 0
+			       : rdmaq_set_err(-errno, "cannot open %s: %s", path, strerror(errno));
 	n = pread(fd, &h, sizeof(h), 0);
 	close(fd);
 	if (n != (ssize_t)sizeof(h) || h.magic != RDMAQ_MAGIC || h.writer_pid <= 0)
-		return 0;	/* not ours, or still being created */
+		return 0; /* not ours, or still being created */
 	if (kill(h.writer_pid, 0) < 0 && errno == ESRCH)
 		return 1;
 	start = proc_start_time(h.writer_pid);

@@ -8,12 +8,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "barrier.h"
+#include "error.h"
 #include "rdmaq.h"
-#include "ring.h"
 #include "slice.h"
 
-#define RDMAQ_SCHED_FLAG_RESET_ON_FORK	0x01ULL
+#define RDMAQ_SCHED_FLAG_RESET_ON_FORK 0x01ULL
 
 /* Process-wide: 0 not probed yet, 1 honoured, -errno refused or ignored. */
 static int rdmaq_slice_state;
@@ -56,7 +55,7 @@ static bool fair_policy(uint32_t policy)
 }
 
 /* First use in this process: does the kernel honour sched_runtime for SCHED_OTHER? */
-static int slice_probe_locked(const struct rdmaq_sched_attr *cur, uint32_t want_ns)
+static int slice_probe(const struct rdmaq_sched_attr *cur, uint32_t want_ns)
 {
 	struct rdmaq_sched_attr got;
 	int ret;
@@ -69,7 +68,8 @@ static int slice_probe_locked(const struct rdmaq_sched_attr *cur, uint32_t want_
 	}
 	ret = sched_getattr_self(&got);
 	if (ret) {
-		snprintf(rdmaq_slice_why, sizeof(rdmaq_slice_why), "sched_getattr: %s", strerror(-ret));
+		snprintf(rdmaq_slice_why, sizeof(rdmaq_slice_why), "sched_getattr: %s",
+			 strerror(-ret));
 		return ret;
 	}
 	if (got.sched_runtime != want_ns) {
@@ -92,9 +92,9 @@ int rdmaq_slice_enter(struct rdmaq_slice *s)
 	if (!s->restore && rdmaq_thread_slice_ns == s->want_ns)
 		return 1;
 	if (sched_getattr_self(&s->saved) || !fair_policy(s->saved.sched_policy))
-		return 0;	/* SCHED_IDLE, real-time, ...: the caller chose; leave it */
+		return 0; /* SCHED_IDLE, real-time, ...: the caller chose; leave it */
 	if (state == 0) {
-		ret = slice_probe_locked(&s->saved, s->want_ns);
+		ret = slice_probe(&s->saved, s->want_ns);
 		__atomic_store_n(&rdmaq_slice_state, ret > 0 ? 1 : ret, __ATOMIC_RELEASE);
 		if (ret <= 0) {
 			sched_setattr_self(&s->saved, s->saved.sched_runtime, false);
@@ -141,10 +141,11 @@ int rdmaq_sched_slice_probe(uint32_t slice_ns)
 	if (ret)
 		return rdmaq_set_err(ret, "sched_getattr: %s", strerror(-ret));
 	if (!fair_policy(cur.sched_policy)) {
-		rdmaq_set_err(-EPERM, "this thread's policy is %u, not SCHED_OTHER", cur.sched_policy);
+		rdmaq_set_err(-EPERM, "this thread's policy is %u, not SCHED_OTHER",
+			      cur.sched_policy);
 		return 0;
 	}
-	ret = slice_probe_locked(&cur, slice_ns);
+	ret = slice_probe(&cur, slice_ns);
 	sched_setattr_self(&cur, cur.sched_runtime, false);
 	__atomic_store_n(&rdmaq_slice_state, ret > 0 ? 1 : ret, __ATOMIC_RELEASE);
 	if (ret > 0)

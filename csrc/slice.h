@@ -24,8 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RDMAQ_SLICE_MIN_NS	100000U		/* the kernel's clamp */
-#define RDMAQ_SLICE_MAX_NS	100000000U
+#define RDMAQ_SLICE_MIN_NS 100000U /* the kernel's clamp */
+#define RDMAQ_SLICE_MAX_NS 100000000U
 
 /* struct sched_attr of sched_setattr(2), SCHED_ATTR_SIZE_VER1. */
 struct rdmaq_sched_attr {
@@ -42,9 +42,9 @@ struct rdmaq_sched_attr {
 };
 
 struct rdmaq_slice {
-	uint32_t want_ns;	/* 0: never ask */
-	bool restore;		/* the thread's own slice back after waking */
-	bool applied;		/* asked for in the current block */
+	uint32_t want_ns; /* 0: never ask */
+	bool restore;	  /* the thread's own slice back after waking */
+	bool applied;	  /* asked for in the current block */
 	struct rdmaq_sched_attr saved;
 };
 

@@ -30,12 +30,15 @@
 
 #include "barrier.h"
 #include "busy.h"
-#include "ring.h"
+#include "error.h"
+#include "wait.h"
 
-#define RDMAQ_MIN_SPIN_NS	1000U
-#define RDMAQ_PREEMPT_GAP_NS	200000LL	/* a spin round this long means we lost the CPU (host steal in a VM is shorter) */
-#define RDMAQ_MIN_NAP_NS	20000LL	/* shorter naps cost more than they save */
-#define RDMAQ_NAP_LATE_NS	500000LL	/* a nap ending this late: the CPU is taken */
+#define RDMAQ_MIN_SPIN_NS      1000U
+/* A spin round this long means we lost the CPU (host steal in a VM is shorter). */
+#define RDMAQ_PREEMPT_GAP_NS   200000LL
+#define RDMAQ_MIN_NAP_NS       20000LL	/* shorter naps cost more than they save */
+#define RDMAQ_NAP_LATE_NS      500000LL /* a nap ending this late: the CPU is taken */
+#define RDMAQ_DEFAULT_SLICE_NS 100000U	/* see slice.h */
 
 int64_t rdmaq_now_ns(void)
 {
@@ -50,6 +53,33 @@ int64_t rdmaq_deadline(int64_t timeout_ns)
 	return timeout_ns < 0 ? -1 : rdmaq_now_ns() + timeout_ns;
 }
 
+void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wops, void *ep,
+		       uint32_t spin_ns, struct rdmaq_stats *stats)
+{
+	*wt = (struct rdmaq_waiter){
+		.ops = wops,
+		.ep = ep,
+		.spin_max_ns = spin_ns,
+		.spin_ns = spin_ns,
+		.anticipate = true,
+		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
+		.stats = stats,
+	};
+}
+
+int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc)
+{
+	if (wc->slice_ns && (wc->slice_ns < RDMAQ_SLICE_MIN_NS || wc->slice_ns > RDMAQ_SLICE_MAX_NS))
+		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %u..%u ns, got %u",
+				     RDMAQ_SLICE_MIN_NS, RDMAQ_SLICE_MAX_NS, wc->slice_ns);
+	wt->spin_max_ns = wc->spin_ns;
+	wt->spin_ns = wc->spin_ns;
+	wt->anticipate = wc->anticipate != 0;
+	wt->main_returns = wc->main_returns != 0;
+	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
+	return 0;
+}
+
 /* Signal handlers run on the main thread only; it must come back to them. */
 static bool rdmaq_on_main_thread(void)
 {
@@ -62,7 +92,9 @@ static bool rdmaq_on_main_thread(void)
 
 static int rdmaq_wait_cancelled(struct rdmaq_waiter *wt)
 {
-	return READ_ONCE(wt->cancelled) ? rdmaq_set_err(-ECANCELED, "cancelled: endpoint closed") : 0;
+	if (!READ_ONCE(wt->cancelled))
+		return 0;
+	return rdmaq_set_err(-ECANCELED, "cancelled: endpoint closed");
 }
 
 static int rdmaq_wait_met(struct rdmaq_waiter *wt, enum rdmaq_wait_how how, int64_t now)
@@ -76,8 +108,8 @@ static int rdmaq_wait_met(struct rdmaq_waiter *wt, enum rdmaq_wait_how how, int6
  * Spin until cond holds (1), `until` passes (0) or an error (<0).
  * *preempted is set when the spin lost its CPU.
  */
-static int rdmaq_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
-		      int64_t until, int64_t deadline, bool *preempted)
+static int rdmaq_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t until,
+		      int64_t deadline, bool *preempted)
 {
 	int64_t last = rdmaq_now_ns(), now;
 	unsigned int i;
@@ -143,7 +175,8 @@ static int rdmaq_wait_adaptive_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond,
 	if (preempted)
 		wt->spin_ns = RDMAQ_MIN_SPIN_NS;
 	else
-		wt->spin_ns = wt->spin_ns / 2 > RDMAQ_MIN_SPIN_NS ? wt->spin_ns / 2 : RDMAQ_MIN_SPIN_NS;
+		wt->spin_ns =
+			wt->spin_ns / 2 > RDMAQ_MIN_SPIN_NS ? wt->spin_ns / 2 : RDMAQ_MIN_SPIN_NS;
 	if (wt->spin_ns > wt->spin_max_ns)
 		wt->spin_ns = wt->spin_max_ns;
 	return 0;
@@ -189,18 +222,18 @@ static int rdmaq_block_once(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *a
  * Nap until the predicted window opens.  1 when cond holds already (the
  * message came early), 0 when the window is open, <0 error.
  */
-static int rdmaq_wait_nap(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
-			  rdmaq_cond_fn cond, void *arg, int64_t deadline,
-			  const struct rdmaq_cad_window *win)
+static int rdmaq_wait_nap(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad, rdmaq_cond_fn cond,
+			  void *arg, int64_t deadline, const struct rdmaq_cad_window *win)
 {
 	int64_t now = rdmaq_now_ns();
 	bool blocked;
 	int ret;
 
-	if (win->sleep_until - now <= RDMAQ_MIN_NAP_NS || (deadline >= 0 && win->sleep_until >= deadline))
+	if (win->sleep_until - now <= RDMAQ_MIN_NAP_NS ||
+	    (deadline >= 0 && win->sleep_until >= deadline))
 		return 0;
 	if (wt->before_block) {
-		ret = wt->before_block(wt->ep);
+		ret = wt->before_block(wt);
 		if (ret < 0)
 			return ret;
 	}
@@ -229,9 +262,8 @@ static int rdmaq_wait_nap(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 }
 
 /* Spin through an open window: 1 when cond holds, 0 when it closed without, <0 error. */
-static int rdmaq_wait_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
-			     rdmaq_cond_fn cond, void *arg, int64_t deadline,
-			     const struct rdmaq_cad_window *win)
+static int rdmaq_wait_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad, rdmaq_cond_fn cond,
+			     void *arg, int64_t deadline, const struct rdmaq_cad_window *win)
 {
 	bool preempted;
 	int ret;
@@ -294,7 +326,7 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 	int ret;
 
 	if (wt->before_block) {
-		ret = wt->before_block(wt->ep);
+		ret = wt->before_block(wt);
 		if (ret < 0)
 			return ret;
 	}
@@ -308,7 +340,7 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 		wt->stats->sleeps++;
 		ret = rdmaq_block_once(wt, cond, arg, deadline, slice, &blocked);
 		if (!blocked)
-			wt->stats->sleeps--;	/* the re-check found it: never slept */
+			wt->stats->sleeps--; /* the re-check found it: never slept */
 		if (ret > 0) {
 			if (blocked)
 				wt->stats->woken++;

@@ -1,33 +1,61 @@
 """The one cffi build module (API mode, out-of-line).
 
-Two extensions come out of csrc/: ``rdmaq._rdmaq`` (ring protocol + shm
-transport, libc only) and, where libibverbs headers exist at build time,
-``rdmaq._rdmaq_verbs`` (ring protocol + verbs transport, linking
-libibverbs).  Keeping verbs in its own extension is what lets
-``import rdmaq`` work on machines without rdma-core.
+Two extensions come out of csrc/, their sources listed in csrc/sources.mk:
+``rdmaq._rdmaq`` (the ring engine and the shm transport, libc only) and,
+where libibverbs headers exist at build time, ``rdmaq._rdmaq_verbs`` (the
+ring engine and the verbs transport, linking libibverbs).  Keeping verbs in
+its own extension is what lets ``import rdmaq`` work on machines without
+rdma-core.  Each extension carries its own copy of the engine, hence its
+own rdmaq_errmsg(): a backend reads errors through its own ``lib``.
+
+cffi sees exactly the public headers, csrc/include/, minus their
+preprocessor lines.
 """
+import glob
 import os
+import re
 
 from cffi import FFI
 
 CSRC = "csrc"
+INCLUDE = os.path.join(CSRC, "include")
 CFLAGS = ["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-fvisibility=hidden"]
-CORE_SOURCES = ["ring.c", "wait.c", "cadence.c", "slice.c", "busy.c", "error.c", "shm.c"]
-# ---- owned by the verbs transport ----
-# shm.c too: rdmaq.h (cdef'd into both extensions) declares the shm entry points.
-VERBS_SOURCES = ["shm.c", "verbs_ctx.c", "verbs_pool.c", "verbs_ep.c", "verbs_writer.c",
-                 "verbs_reader.c"]
-VERBS_HEADER = "rdmaq_verbs.h"
-# ---- end ----
+VERBS_INCLUDE_DIRS = ("/usr/include", "/usr/local/include")
+
+_ASSIGN = re.compile(r"([A-Z][A-Z0-9_]*)\s*:?=\s*(.*)")
 
 
 def _here(*parts):
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", *parts)
 
 
+def read_sources(path=None):
+    """csrc/sources.mk as {list name: [file, ...]}.
+
+    It is a makefile fragment (tests/c/Makefile includes it) kept to
+    ``NAME := file ...`` lines, comments and backslash continuations.
+    """
+    path = path or _here(CSRC, "sources.mk")
+    with open(path) as f:
+        text = f.read().replace("\\\n", " ")
+    lists = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = _ASSIGN.fullmatch(line)
+        if m is None:
+            raise ValueError(f"{path}: not a `NAME := files` line: {line!r}")
+        lists[m[1]] = m[2].split()
+    return lists
+
+
+SOURCES = read_sources()
+
+
 def _cdef(header):
     """A public header minus its preprocessor lines is a valid cdef."""
-    with open(_here(CSRC, header)) as f:
+    with open(_here(INCLUDE, header)) as f:
         return "".join(line for line in f if not line.lstrip().startswith("#"))
 
 
@@ -35,9 +63,6 @@ def _sanitize_flags():
     # RDMAQ_SANITIZE=address,undefined builds an instrumented extension.
     s = os.environ.get("RDMAQ_SANITIZE")
     return [f"-fsanitize={s}", "-fno-omit-frame-pointer"] if s else []
-
-
-VERBS_INCLUDE_DIRS = ("/usr/include", "/usr/local/include")
 
 
 def verbs_skip_reason():
@@ -55,14 +80,17 @@ def have_verbs():
     return verbs_skip_reason() is None
 
 
-def _builder(module, headers, sources, libraries):
+def _builder(module, headers, lists, libraries):
     ffi = FFI()
     ffi.cdef("".join(_cdef(h) for h in headers))
     ffi.set_source(
         module,
         "".join(f'#include "{h}"\n' for h in headers),
-        sources=[os.path.join(CSRC, s) for s in sources],
-        include_dirs=[CSRC],
+        sources=[os.path.join(CSRC, s) for name in lists for s in SOURCES[name]],
+        # a changed header or source list rebuilds the extension too (and they go into the sdist)
+        depends=[os.path.join(CSRC, "sources.mk")]
+        + sorted(glob.glob(os.path.join(CSRC, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))),
+        include_dirs=[INCLUDE, CSRC],
         libraries=libraries,
         extra_compile_args=CFLAGS + _sanitize_flags(),
         extra_link_args=_sanitize_flags(),
@@ -70,15 +98,10 @@ def _builder(module, headers, sources, libraries):
     return ffi
 
 
-ffibuilder = _builder("rdmaq._rdmaq", ["rdmaq.h"], CORE_SOURCES, [])
+ffibuilder = _builder("rdmaq._rdmaq", ["rdmaq.h", "rdmaq_shm.h"], ["CORE_SRCS", "SHM_SRCS"], [])
 verbs_ffibuilder = (
-    _builder(
-        "rdmaq._rdmaq_verbs",
-        ["rdmaq.h", VERBS_HEADER],
-        ["ring.c", "wait.c", "cadence.c", "slice.c", "busy.c", "error.c"] + VERBS_SOURCES,
-        ["ibverbs"],
-    )
-    if VERBS_SOURCES and have_verbs()
+    _builder("rdmaq._rdmaq_verbs", ["rdmaq.h", "rdmaq_verbs.h"], ["CORE_SRCS", "VERBS_SRCS"], ["ibverbs"])
+    if have_verbs()
     else None
 )
 

@@ -13,13 +13,14 @@
 
 static int failures;
 
-#define CHECK(cond) do {							\
-	if (!(cond)) {								\
-		fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__,	\
-			__LINE__, __func__, #cond);				\
-		failures++;							\
-	}									\
-} while (0)
+#define CHECK(cond)                                                                          \
+	do {                                                                                 \
+		if (!(cond)) {                                                               \
+			fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, \
+				__func__, #cond);                                            \
+			failures++;                                                          \
+		}                                                                            \
+	} while (0)
 
 /* `n` messages stamped `iv` apart, each seen `transit` after its stamp. */
 static int64_t feed(struct rdmaq_cadence *c, int64_t t, int n, int64_t iv, int64_t transit)
@@ -38,7 +39,7 @@ static void test_no_window_before_enough_intervals(void)
 	int64_t t;
 
 	rdmaq_cadence_init(&c);
-	t = feed(&c, 0, RDMAQ_CAD_MIN_SEEN, MS, 2 * US);	/* MIN_SEEN - 1 intervals */
+	t = feed(&c, 0, RDMAQ_CAD_MIN_SEEN, MS, 2 * US); /* MIN_SEEN - 1 intervals */
 	CHECK(!rdmaq_cadence_window(&c, t + 10 * US, &w));
 	t = feed(&c, t, 1, MS, 2 * US);
 	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
@@ -53,7 +54,7 @@ static void test_steady_pace_predicts_the_next_message(void)
 	rdmaq_cadence_init(&c);
 	t = feed(&c, 0, 20, MS, 2 * US);
 	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
-	due = t + MS + 2 * US;	/* next stamp, in the reader's clock */
+	due = t + MS + 2 * US; /* next stamp, in the reader's clock */
 	CHECK(w.spin_from <= due && due <= w.spin_until);
 	CHECK(w.sleep_until <= w.spin_from);
 	/* A steady writer needs only a short window, far below the budget. */
@@ -169,8 +170,8 @@ static void test_transit_is_the_fastest_seen(void)
 	int64_t t;
 
 	rdmaq_cadence_init(&c);
-	t = feed(&c, 0, 10, MS, 300 * US);	/* found after wake-ups: late */
-	t = feed(&c, t, 1, MS, 3 * US);		/* found spinning */
+	t = feed(&c, 0, 10, MS, 300 * US); /* found after wake-ups: late */
+	t = feed(&c, t, 1, MS, 3 * US);	   /* found spinning */
 	CHECK(c.offset == 3 * US);
 	feed(&c, t, 10, MS, 300 * US);
 	/* Creeps up, slowly, so a clock step cannot pin it. */

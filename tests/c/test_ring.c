@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The C core without Python, built under AddressSanitizer + UBSan and
- * under ThreadSanitizer by tests/core/test_c_core.py.
+ * under ThreadSanitizer (tests/c/Makefile); tests/core/test_c_core.py runs it.
  *
  * One writer thread broadcasts to N reader threads over the shm transport
  * (threads, not processes, so TSan sees both sides of every access); each
@@ -14,11 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rdmaq.h"
+#include "rdmaq_shm.h"
 
-#define N_READERS	3
-#define N_MESSAGES	20000
-#define MAX_SIZE	9000
+#define N_READERS  3
+#define N_MESSAGES 20000
+#define MAX_SIZE   9000
 
 static struct rdmaq_writer *writer;
 static char name[64];
@@ -61,7 +61,8 @@ static void *reader_main(void *arg)
 		}
 		fill(want, i, msg_size(i));
 		if (len != msg_size(i) || memcmp(buf, want, len)) {
-			fprintf(stderr, "reader %u: message %llu corrupt\n", index, (unsigned long long)i);
+			fprintf(stderr, "reader %u: message %llu corrupt\n", index,
+				(unsigned long long)i);
 			goto out_r;
 		}
 	}
@@ -119,7 +120,8 @@ int main(void)
 	{
 		struct rdmaq_iovec big = { .base = buf, .len = MAX_SIZE + 9 };
 
-		if (rdmaq_writer_put(writer, &big, 1, 0) != -EMSGSIZE || !strstr(rdmaq_errmsg(), "exceeds")) {
+		if (rdmaq_writer_put(writer, &big, 1, 0) != -EMSGSIZE ||
+		    !strstr(rdmaq_errmsg(), "exceeds")) {
 			fprintf(stderr, "oversized put not refused\n");
 			failed = 1;
 		}

@@ -1,28 +1,24 @@
-"""C unit tests of single concepts (tests/c/test_<concept>.c), under ASan+UBSan."""
+"""C unit tests of single concepts (tests/c/test_<concept>.c), under ASan+UBSan,
+built by tests/c/Makefile and run by tests/c/run.sh."""
 import os
 import shutil
 import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CSRC = os.path.join(ROOT, "csrc")
-UNITS = {
-    "cadence": ["cadence.c"],
-}
+TESTS_C = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c")
+UNITS = ["cadence"]
 
 
-@pytest.mark.parametrize("unit", sorted(UNITS))
+@pytest.mark.parametrize("unit", UNITS)
 def test_c_unit(unit, tmp_path):
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.fail("no C compiler: install gcc (the CI script does)")
-    exe = tmp_path / f"test_{unit}"
-    subprocess.run([cc, "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-I", CSRC,
-                    "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-                    os.path.join(ROOT, "tests", "c", f"test_{unit}.c"),
-                    *(os.path.join(CSRC, s) for s in UNITS[unit]), "-o", str(exe)],
+    for tool in ("make", "gcc"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"no {tool}: install it (the CI script does)")
+    exe = tmp_path / "asan" / f"test_{unit}"
+    subprocess.run(["make", "-s", "--no-print-directory", "-C", TESTS_C, f"O={tmp_path}", str(exe)],
                    check=True, timeout=120)
-    p = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    p = subprocess.run([os.path.join(TESTS_C, "run.sh"), "asan", str(exe)], capture_output=True,
+                       text=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.startswith("PASS"), p.stdout

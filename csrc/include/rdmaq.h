@@ -2,6 +2,10 @@
 /*
  * rdmaq public C API: a one-writer / N-reader message ring.
  *
+ * This header holds what every transport shares: the configuration, the
+ * statistics and the endpoint operations.  A transport's header creates
+ * the endpoints: rdmaq_shm.h (shared memory), rdmaq_verbs.h (RDMA).
+ *
  * Every function that can fail returns 0 or a negative errno; the calling
  * thread's rdmaq_errmsg() then says what failed.  Timeouts are in
  * nanoseconds, negative meaning "wait forever".  A blocking call returns
@@ -24,26 +28,26 @@ struct rdmaq_reader;
 
 struct rdmaq_config {
 	uint32_t n_readers;
-	uint32_t slot_bytes;	/* bytes per slot, header and trailer included */
-	uint32_t slots;		/* slots per reader ring */
-	uint64_t max_message;	/* largest message put() accepts */
-	uint32_t spin_ns;	/* longest busy-wait before blocking */
+	uint32_t slot_bytes;  /* bytes per slot, header and trailer included */
+	uint32_t slots;	      /* slots per reader ring */
+	uint64_t max_message; /* largest message put() accepts */
+	uint32_t spin_ns;     /* longest busy-wait before blocking */
 };
 
 struct rdmaq_stats {
 	uint64_t messages;
 	uint64_t bytes;
-	uint64_t spins;		/* waits that ended while spinning (windows included) */
-	uint64_t windows;	/* waits that ended in a window predicted from the writer's cadence */
-	uint64_t misses;	/* predicted windows that ended without the message */
-	uint64_t preempted;	/* spins cut short because the thread lost its CPU */
-	uint64_t naps;		/* timed sleeps until a predicted window */
-	uint64_t sleeps;	/* blocks in the kernel until woken */
-	uint64_t woken;		/* blocks that ended with what they waited for */
-	uint64_t wakeups;	/* peers this endpoint woke */
-	uint64_t credits;	/* credit updates sent (reader) or stalls on credit (writer) */
-	uint64_t busy;		/* waits that did not spin: more runnable tasks than CPUs */
-	uint64_t slice_ns;	/* scheduler slice asked for while blocked; 0: off or refused */
+	uint64_t spins;	    /* waits that ended while spinning (windows included) */
+	uint64_t windows;   /* waits that ended in a window predicted from the writer's cadence */
+	uint64_t misses;    /* predicted windows that ended without the message */
+	uint64_t preempted; /* spins cut short because the thread lost its CPU */
+	uint64_t naps;	    /* timed sleeps until a predicted window */
+	uint64_t sleeps;    /* blocks in the kernel until woken */
+	uint64_t woken;	    /* blocks that ended with what they waited for */
+	uint64_t wakeups;   /* peers this endpoint woke */
+	uint64_t credits;   /* credit updates sent (reader) or stalls on credit (writer) */
+	uint64_t busy;	    /* waits that did not spin: more runnable tasks than CPUs */
+	uint64_t slice_ns;  /* scheduler slice asked for while blocked; 0: off or refused */
 };
 
 /*
@@ -56,16 +60,21 @@ struct rdmaq_trace {
 	int64_t start_ns;
 	int64_t mid_ns;
 	int64_t end_ns;
-	uint32_t how;		/* how the wait for the record ended: 1 ready, 2 spin, 3 window, 4 woken */
+	uint32_t how; /* how the wait for the record ended: 1 ready, 2 spin, 3 window, 4 woken */
 };
 
 /* How an endpoint waits; rdmaq_*_set_wait() validates it. */
 struct rdmaq_wait_config {
-	uint32_t spin_ns;	/* longest adaptive busy-wait before blocking */
-	uint32_t slice_ns;	/* scheduler slice to ask for while blocked: 0 off, else 100 µs..100 ms */
-	uint32_t anticipate;	/* readers: nap, then spin through windows predicted from the cadence */
-	uint32_t restore_slice;	/* give the thread its own slice back after each wake-up (default: keep the short one) */
-	uint32_t main_returns;	/* on the main thread, return -EINTR every 100 ms while blocked */
+	/* longest adaptive busy-wait before blocking */
+	uint32_t spin_ns;
+	/* scheduler slice to ask for while blocked: 0 off, else 100 µs..100 ms */
+	uint32_t slice_ns;
+	/* readers: nap, then spin through windows predicted from the cadence */
+	uint32_t anticipate;
+	/* give the thread its own slice back after each wake-up (default: keep the short one) */
+	uint32_t restore_slice;
+	/* on the main thread, return -EINTR every 100 ms while blocked */
+	uint32_t main_returns;
 };
 
 struct rdmaq_iovec {
@@ -80,18 +89,6 @@ const char *rdmaq_errmsg(void);
 uint32_t rdmaq_slot_payload(uint32_t slot_bytes);
 
 /*
- * shm transport: one segment in /dev/shm holding a broadcast ring that
- * every reader reads, futex wake-ups.  The writer names the segment
- * (unguessably) and unlinks it once every reader has attached.
- */
-int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config *cfg);
-const char *rdmaq_shm_writer_name(const struct rdmaq_writer *w);
-int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name,
-			    uint32_t index, uint32_t spin_ns);
-/* 1 if `name` is an rdmaq segment whose writer process is gone, 0 if not, <0 error. */
-int rdmaq_shm_segment_stale(const char *name);
-
-/*
  * Does the kernel honour a short scheduler slice for this thread?  1 yes,
  * 0 no (rdmaq_errmsg() says why), <0 bad argument.  The thread's own
  * attributes are restored.
@@ -100,11 +97,11 @@ int rdmaq_sched_slice_probe(uint32_t slice_ns);
 
 /* Endpoint operations, the same for every transport. */
 int rdmaq_writer_wait_ready(struct rdmaq_writer *w, int64_t timeout_ns);
-int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov,
-		     int iovcnt, int64_t timeout_ns);
+int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
+		     int64_t timeout_ns);
 /* After -EINTR from put or resume: continue the same message (same buffers). */
-int rdmaq_writer_resume(struct rdmaq_writer *w, const struct rdmaq_iovec *iov,
-			int iovcnt, int64_t timeout_ns);
+int rdmaq_writer_resume(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
+			int64_t timeout_ns);
 int rdmaq_writer_close(struct rdmaq_writer *w);
 void rdmaq_writer_cancel(struct rdmaq_writer *w);
 void rdmaq_writer_destroy(struct rdmaq_writer *w);
@@ -113,10 +110,8 @@ void rdmaq_writer_trace(const struct rdmaq_writer *w, struct rdmaq_trace *out);
 int rdmaq_writer_set_wait(struct rdmaq_writer *w, const struct rdmaq_wait_config *wc);
 
 int rdmaq_reader_wait_ready(struct rdmaq_reader *r, int64_t timeout_ns);
-int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len,
-		      int64_t timeout_ns);
-int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len,
-		      int64_t timeout_ns);
+int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len, int64_t timeout_ns);
+int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len, int64_t timeout_ns);
 /*
  * peek + read in one call when the message fits `cap` bytes; else -ENOBUFS
  * with *msg_len set and the message left to rdmaq_reader_read.

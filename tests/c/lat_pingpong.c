@@ -2,7 +2,8 @@
 /*
  * rdmaq's own latency without Python: two threads ping-pong over two verbs
  * queues through the loopback QP pool, both busy-polling, RTT/2 per
- * round trip, as ib_write_lat measures.  Built and run by test_latency.py:
+ * round trip, as ib_write_lat measures.  Built by tests/c/Makefile (`make
+ * verbs`), run by tests/verbs/test_latency.py:
  *
  *   lat_pingpong ITERS SIZE   -> one JSON line of RTT/2 statistics (us)
  *
@@ -29,8 +30,14 @@ static int iters, size;
 static struct rdmaq_writer *wa, *wb;
 static struct rdmaq_reader *ra, *rb;
 
-#define CHECK(call) do { int _r = (call); if (_r < 0) { \
-	fprintf(stderr, "%s: %s\n", #call, rdmaq_errmsg()); exit(1); } } while (0)
+#define CHECK(call)                                                         \
+	do {                                                                \
+		int _r = (call);                                            \
+		if (_r < 0) {                                               \
+			fprintf(stderr, "%s: %s\n", #call, rdmaq_errmsg()); \
+			exit(1);                                            \
+		}                                                           \
+	} while (0)
 
 static void link_pair(struct rdmaq_verbs_ctx *ctx, struct rdmaq_writer *w, struct rdmaq_reader *r)
 {
@@ -106,8 +113,11 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	struct rdmaq_config cfg = {
-		.n_readers = 1, .slot_bytes = 4096, .slots = 64, .max_message = 1 << 20,
-		.spin_ns = 1000000000U,	/* busy-poll, like ib_write_lat */
+		.n_readers = 1,
+		.slot_bytes = 4096,
+		.slots = 64,
+		.max_message = 1 << 20,
+		.spin_ns = 1000000000U, /* busy-poll, like ib_write_lat */
 	};
 	struct rdmaq_verbs_ctx *ctx;
 	struct rdmaq_iovec iov;
@@ -157,8 +167,9 @@ int main(int argc, char **argv)
 	pthread_join(t, NULL);
 	qsort(lat + warm, (size_t)(iters - warm), sizeof(*lat), cmp);
 	printf("{\"n\": %d, \"bytes\": %d, \"min_us\": %.2f, \"p50_us\": %.2f, \"p99_us\": %.2f, "
-	       "\"max_us\": %.2f}\n", iters - warm, size, lat[warm],
-	       lat[warm + (iters - warm) / 2], lat[warm + (iters - warm) * 99 / 100], lat[iters - 1]);
+	       "\"max_us\": %.2f}\n",
+	       iters - warm, size, lat[warm], lat[warm + (iters - warm) / 2],
+	       lat[warm + (iters - warm) * 99 / 100], lat[iters - 1]);
 	rdmaq_writer_close(wa);
 	rdmaq_writer_close(wb);
 	rdmaq_reader_destroy(ra);

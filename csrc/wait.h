@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Waiting for a condition on shared memory: anticipate, spin, then block
+ * (the strategy is described in wait.c).  The ring engine waits through
+ * this API; transports supply how to block (struct rdmaq_wait_ops).
+ */
+#ifndef RDMAQ_WAIT_H
+#define RDMAQ_WAIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cadence.h"
+#include "rdmaq.h"
+#include "slice.h"
+
+#define RDMAQ_PEER_CHECK_NS 100000000LL /* liveness check period when blocked */
+
+/*
+ * How an endpoint blocks.  prepare() announces the sleep (so peers know to
+ * wake us), the caller re-checks its condition, then block() sleeps until a
+ * wake-up, the timeout or an interrupt; finish() retracts the announcement.
+ * check_peer() reports a dead peer as -EOWNERDEAD with rdmaq_errmsg() set.
+ */
+struct rdmaq_wait_ops {
+	int (*prepare)(void *ep);
+	int (*block)(void *ep, int64_t timeout_ns);
+	void (*finish)(void *ep);
+	int (*check_peer)(void *ep);
+};
+
+/* How the last wait ended (rdmaq_trace.how). */
+enum rdmaq_wait_how {
+	RDMAQ_HOW_NONE = 0,
+	RDMAQ_HOW_READY,  /* the condition already held */
+	RDMAQ_HOW_SPIN,	  /* met during the adaptive spin */
+	RDMAQ_HOW_WINDOW, /* met in a window predicted from the cadence */
+	RDMAQ_HOW_WOKEN,  /* met after blocking in the kernel */
+};
+
+struct rdmaq_waiter {
+	const struct rdmaq_wait_ops *ops;
+	void *ep; /* what the ops are called with: the endpoint, unless its transport says */
+	/* Runs once before the first block of a wait (a reader returns credit). */
+	int (*before_block)(struct rdmaq_waiter *wt);
+	uint32_t spin_max_ns;
+	uint32_t spin_ns;  /* adaptive budget, in [spin_min, spin_max] */
+	int cancelled;	   /* set by another thread: fail with -ECANCELED */
+	bool anticipate;   /* readers: use the cadence (rdmaq_wait_next) */
+	bool main_returns; /* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
+	struct rdmaq_slice slice;
+	int64_t met_ns; /* when the last wait's condition was seen to hold */
+	enum rdmaq_wait_how how;
+	struct rdmaq_stats *stats;
+};
+
+/* A waiter for endpoint `ep`, spinning up to spin_ns, counting into *stats. */
+void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wops, void *ep,
+		       uint32_t spin_ns, struct rdmaq_stats *stats);
+/* Apply a user's wait configuration; -EINVAL (nothing changed) when it is out of range. */
+int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc);
+
+/*
+ * Returns 1 when the condition holds, 0 to keep waiting, or a negative
+ * errno to stop.
+ */
+typedef int (*rdmaq_cond_fn)(void *arg);
+
+/* 0 when cond holds, else a negative errno (-ETIMEDOUT, -EINTR, ...). */
+int rdmaq_wait(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t deadline_ns);
+/*
+ * The same, first trying a window predicted by `cad` (may be NULL), or the
+ * window `planned` by rdmaq_wait_prepare_window (may be NULL).
+ */
+int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+		    const struct rdmaq_cad_window *planned, rdmaq_cond_fn cond, void *arg,
+		    int64_t deadline_ns);
+/*
+ * Nap until the window `cad` predicts opens, without spinning: 1 when the
+ * window is open and cond does not hold yet (*win says until when to
+ * spin), 0 when there is no window or cond holds, <0 error.
+ */
+int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+			      rdmaq_cond_fn cond, void *arg, int64_t deadline_ns,
+			      struct rdmaq_cad_window *win);
+
+/* CLOCK_MONOTONIC in ns, the clock of every deadline and stamp. */
+int64_t rdmaq_now_ns(void);
+/* The deadline `timeout_ns` from now; -1 (never) for a negative timeout. */
+int64_t rdmaq_deadline(int64_t timeout_ns);
+
+#endif
