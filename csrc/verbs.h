@@ -157,7 +157,9 @@ void rdmaq_verbs_hub_async(struct rdmaq_verbs_ctx *ctx);
 struct rdmaq_verbs_grave *rdmaq_verbs_grave_new(uint32_t nmrs, uint32_t nfds);
 void rdmaq_verbs_grave_add(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_grave *g);
 void rdmaq_verbs_grave_reap(struct rdmaq_verbs_ctx *ctx);
-bool rdmaq_verbs_ctx_stale(struct rdmaq_verbs_ctx *ctx);
+bool rdmaq_verbs_ctx_stale(const struct rdmaq_verbs_ctx *ctx);
+/* 0, or -ESTALE with the message when the context is stale. */
+int rdmaq_verbs_ctx_check(const struct rdmaq_verbs_ctx *ctx);
 int rdmaq_verbs_reg(struct rdmaq_verbs_ctx *ctx, void *mem, size_t len, int access,
 		    const char *what, struct ibv_mr **out);
 

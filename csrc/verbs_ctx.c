@@ -55,9 +55,17 @@ void rdmaq_verbs_process_id(uint8_t *out)
 	pthread_mutex_unlock(&ctx_list_lock);
 }
 
-bool rdmaq_verbs_ctx_stale(struct rdmaq_verbs_ctx *ctx)
+/* True in a forked child: the context's verbs objects are its parent's. */
+bool rdmaq_verbs_ctx_stale(const struct rdmaq_verbs_ctx *ctx)
 {
 	return ctx->pid != getpid();
+}
+
+int rdmaq_verbs_ctx_check(const struct rdmaq_verbs_ctx *ctx)
+{
+	if (rdmaq_verbs_ctx_stale(ctx))
+		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	return 0;
 }
 
 void rdmaq_verbs_stats(struct rdmaq_verbs_stats *out)
@@ -619,7 +627,7 @@ int rdmaq_verbs_ctx_open(struct rdmaq_verbs_ctx **out, const char *device, uint3
 
 	pthread_mutex_lock(&ctx_list_lock);
 	/* A forked child inherits its parent's contexts: forget, never free. */
-	if (ctx_list && ctx_list->pid != getpid())
+	if (ctx_list && rdmaq_verbs_ctx_stale(ctx_list))
 		ctx_list = NULL;
 	errno = 0;
 	list = ibv_get_device_list(&num);
@@ -675,8 +683,10 @@ out:
 
 int rdmaq_verbs_ctx_port(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_port *out)
 {
-	if (rdmaq_verbs_ctx_stale(ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	int ret = rdmaq_verbs_ctx_check(ctx);
+
+	if (ret)
+		return ret;
 	*out = ctx->info;
 	out->max_inline = __atomic_load_n(&ctx->max_inline, __ATOMIC_RELAXED);
 	return 0;

@@ -500,10 +500,11 @@ int rdmaq_verbs_pool_find(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, uint
 	struct rdmaq_verbs_pool *p;
 	uint8_t self[16];
 	bool pending = false;
-	int ret = -ENOENT;
+	int ret;
 
-	if (rdmaq_verbs_ctx_stale(ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	ret = rdmaq_verbs_ctx_check(ctx);
+	if (ret)
+		return ret;
 	rdmaq_verbs_process_id(self);
 	pthread_mutex_lock(&ctx->pool_lock);
 	for (p = ctx->pools; p; p = p->next) {
@@ -551,8 +552,9 @@ int rdmaq_verbs_pool_prepare(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, u
 	uint32_t i, want = ctx->qps_per_peer < max ? ctx->qps_per_peer : max;
 	int ret;
 
-	if (rdmaq_verbs_ctx_stale(ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	ret = rdmaq_verbs_ctx_check(ctx);
+	if (ret)
+		return ret;
 	if (want < 1)
 		return rdmaq_set_err(-EINVAL, "pool of %u QPs", want);
 	pthread_mutex_lock(&ctx->pool_lock);
@@ -630,8 +632,9 @@ int rdmaq_verbs_pool_accept(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, ui
 	uint32_t i;
 	int ret;
 
-	if (rdmaq_verbs_ctx_stale(ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	ret = rdmaq_verbs_ctx_check(ctx);
+	if (ret)
+		return ret;
 	if (n < 1 || n > RDMAQ_VERBS_MAX_QPS)
 		return rdmaq_set_err(-EPROTO, "peer offers a pool of %u QPs (1..%u)", n, RDMAQ_VERBS_MAX_QPS);
 	if (!pool_id)

@@ -229,8 +229,9 @@ int rdmaq_verbs_reader_create(struct rdmaq_reader **out, struct rdmaq_verbs_ctx 
 	void *p;
 	int ret;
 
-	if (rdmaq_verbs_ctx_stale(ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	ret = rdmaq_verbs_ctx_check(ctx);
+	if (ret)
+		return ret;
 	ret = rdmaq_config_check(cfg);
 	if (ret)
 		return ret;
@@ -300,9 +301,10 @@ int rdmaq_verbs_reader_connect(struct rdmaq_reader *rp, uint64_t pool_id,
 			       const struct rdmaq_verbs_ep_info *writer, int live_fd, const char *desc)
 {
 	struct rdmaq_verbs_reader *r = to_vreader(rp);
+	int ret = rdmaq_verbs_ctx_check(r->ctx);
 
-	if (rdmaq_verbs_ctx_stale(r->ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	if (ret)
+		return ret;
 	if (r->connected)
 		return rdmaq_set_err(-EISCONN, "reader %u is already connected", rp->index);
 	if (!writer->addr || writer->addr > UINT64_MAX - sizeof(struct rdmaq_credit))

@@ -589,8 +589,9 @@ int rdmaq_verbs_writer_create(struct rdmaq_writer **out, struct rdmaq_verbs_ctx 
 	uint32_t i;
 	int ret;
 
-	if (rdmaq_verbs_ctx_stale(ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	ret = rdmaq_verbs_ctx_check(ctx);
+	if (ret)
+		return ret;
 	ret = rdmaq_config_check(cfg);
 	if (ret)
 		return ret;
@@ -687,9 +688,10 @@ int rdmaq_verbs_writer_attach(struct rdmaq_writer *wp, uint32_t index, uint64_t 
 {
 	struct rdmaq_verbs_writer *w = to_vwriter(wp);
 	struct rdmaq_verbs_wpeer *p;
+	int ret = rdmaq_verbs_ctx_check(w->ctx);
 
-	if (rdmaq_verbs_ctx_stale(w->ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	if (ret)
+		return ret;
 	if (index >= wp->cfg.n_readers)
 		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers", index,
 				     wp->cfg.n_readers);
