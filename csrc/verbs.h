@@ -12,6 +12,7 @@
 #ifndef RDMAQ_VERBS_INTERNAL_H
 #define RDMAQ_VERBS_INTERNAL_H
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
@@ -71,6 +72,12 @@ struct rdmaq_verbs_pool {
 	 * loopback pool where qps[i] and rqps[i] are the two ends of a pair. */
 	struct rdmaq_verbs_qp *qps;
 	struct rdmaq_verbs_qp *rqps;
+};
+
+/* A send WR and its one scatter entry: what the posting functions take. */
+struct rdmaq_verbs_wr {
+	struct ibv_send_wr wr;	/* first: a bad_wr maps back to its rdmaq_verbs_wr */
+	struct ibv_sge sge;
 };
 
 /* Memory a closed endpoint exposed, kept until its peers let go. */
@@ -167,13 +174,57 @@ int rdmaq_verbs_reg(struct rdmaq_verbs_ctx *ctx, void *mem, size_t len, int acce
 struct rdmaq_verbs_pool *rdmaq_verbs_pool_get(struct rdmaq_verbs_ctx *ctx, uint64_t id);
 void rdmaq_verbs_pool_put(struct rdmaq_verbs_pool *pool);
 struct rdmaq_verbs_qp *rdmaq_verbs_pool_pick(struct rdmaq_verbs_pool *pool, bool writer);
-int rdmaq_verbs_qp_post(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wrs, uint32_t n);
-int rdmaq_verbs_qp_fence(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wr, int64_t timeout_ns);
+/* Post n chained-up WRs, in order (the caller fills them with rdmaq_verbs_wr_*). */
+int rdmaq_verbs_qp_post(struct rdmaq_verbs_qp *q, struct rdmaq_verbs_wr *wrs, uint32_t n);
+/* Post wr signaled; wait until it, and so all before it, completed. */
+int rdmaq_verbs_qp_fence(struct rdmaq_verbs_qp *q, struct rdmaq_verbs_wr *wr, int64_t timeout_ns);
 int rdmaq_verbs_qp_reap(struct rdmaq_verbs_qp *q);
 void rdmaq_verbs_qp_fail(struct rdmaq_verbs_qp *q, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void rdmaq_verbs_qp_fail_by_num(struct rdmaq_verbs_ctx *ctx, uint32_t qp_num,
 				enum ibv_wc_status status);
+
+/*
+ * RDMA WRITE of [src, src+len) (in mr) to remote (addr, rkey), inline when
+ * the QP takes that many bytes inline.
+ */
+static inline void rdmaq_verbs_wr_write(struct rdmaq_verbs_wr *w, const struct rdmaq_verbs_qp *q,
+					const struct ibv_mr *mr, const void *src, size_t len,
+					uint64_t addr, uint32_t rkey)
+{
+	*w = (struct rdmaq_verbs_wr){
+		.wr = {
+			.sg_list = &w->sge,
+			.num_sge = 1,
+			.opcode = IBV_WR_RDMA_WRITE,
+			.send_flags = len <= q->max_inline ? IBV_SEND_INLINE : 0,
+			.wr.rdma = { .remote_addr = addr, .rkey = rkey },
+		},
+		.sge = { .addr = (uintptr_t)src, .length = (uint32_t)len, .lkey = mr->lkey },
+	};
+}
+
+/* Make a WRITE a doorbell: WRITE_WITH_IMM naming the peer's endpoint ep_id. */
+static inline void rdmaq_verbs_wr_doorbell(struct rdmaq_verbs_wr *w, uint32_t ep_id)
+{
+	w->wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	w->wr.imm_data = htonl(ep_id);
+}
+
+/* RDMA READ of remote (addr, rkey) into [dst, dst+len) (in mr). */
+static inline void rdmaq_verbs_wr_read(struct rdmaq_verbs_wr *w, const struct ibv_mr *mr, void *dst,
+				       size_t len, uint64_t addr, uint32_t rkey)
+{
+	*w = (struct rdmaq_verbs_wr){
+		.wr = {
+			.sg_list = &w->sge,
+			.num_sge = 1,
+			.opcode = IBV_WR_RDMA_READ,
+			.wr.rdma = { .remote_addr = addr, .rkey = rkey },
+		},
+		.sge = { .addr = (uintptr_t)dst, .length = (uint32_t)len, .lkey = mr->lkey },
+	};
+}
 
 /* verbs_ep.c: an endpoint polls these first, then its liveness sockets */
 enum { RDMAQ_VERBS_EP_EFD, RDMAQ_VERBS_EP_CHAN, RDMAQ_VERBS_EP_ASYNC, RDMAQ_VERBS_EP_NFDS };

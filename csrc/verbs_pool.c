@@ -277,8 +277,8 @@ int rdmaq_verbs_qp_reap(struct rdmaq_verbs_qp *q)
 	return ret < 0 ? ret : 0;
 }
 
-/* Caller holds q->lock.  Posts n (<= sig_every) chained-up WRs. */
-static int qp_post_locked(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wrs, uint32_t n,
+/* Caller holds q->lock.  Posts n (<= sig_every) WRs. */
+static int qp_post_locked(struct rdmaq_verbs_qp *q, struct rdmaq_verbs_wr *wrs, uint32_t n,
 			  bool force_signal)
 {
 	int64_t deadline = 0;
@@ -307,24 +307,27 @@ static int qp_post_locked(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wrs, uin
 	for (i = 0; i < n; i++) {
 		uint64_t idx = q->posted + 1 + i;
 
-		wrs[i].wr_id = idx;
+		wrs[i].wr.wr_id = idx;
 		if (idx % q->sig_every == 0 || (force_signal && i == n - 1))
-			wrs[i].send_flags |= IBV_SEND_SIGNALED;
-		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
+			wrs[i].wr.send_flags |= IBV_SEND_SIGNALED;
+		wrs[i].wr.next = i + 1 < n ? &wrs[i + 1].wr : NULL;
 	}
-	ret = ibv_post_send(q->qp, wrs, &bad);
+	ret = ibv_post_send(q->qp, &wrs[0].wr, &bad);
 	if (ret) {
+		/* bad_wr is the wr member, first in its rdmaq_verbs_wr. */
+		struct rdmaq_verbs_wr *first_bad = (struct rdmaq_verbs_wr *)bad;
+
 		ret = rdmaq_verbs_err(ret);
 		/* The WRs before `bad` went out and will complete. */
-		if (bad >= wrs && bad < wrs + n)
-			q->posted += (uint64_t)(bad - wrs);
+		if (first_bad >= wrs && first_bad < wrs + n)
+			q->posted += (uint64_t)(first_bad - wrs);
 		return rdmaq_set_err(ret, "ibv_post_send on QP %u: %s", q->qp->qp_num, strerror(-ret));
 	}
 	q->posted += n;
 	return 0;
 }
 
-int rdmaq_verbs_qp_post(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wrs, uint32_t n)
+int rdmaq_verbs_qp_post(struct rdmaq_verbs_qp *q, struct rdmaq_verbs_wr *wrs, uint32_t n)
 {
 	int ret = 0;
 
@@ -344,7 +347,7 @@ int rdmaq_verbs_qp_post(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wrs, uint3
  * Post `wr` signaled and wait until it (and so everything before it on this
  * QP) has completed: the peer's memory holds all our writes.
  */
-int rdmaq_verbs_qp_fence(struct rdmaq_verbs_qp *q, struct ibv_send_wr *wr, int64_t timeout_ns)
+int rdmaq_verbs_qp_fence(struct rdmaq_verbs_qp *q, struct rdmaq_verbs_wr *wr, int64_t timeout_ns)
 {
 	int64_t deadline = rdmaq_now_ns() + timeout_ns;
 	uint64_t idx;

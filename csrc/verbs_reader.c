@@ -10,7 +10,6 @@
  * pool, chosen at connect time; RC keeps WRITEs on one QP in order.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,20 +56,12 @@ static int vr_fail_err(struct rdmaq_verbs_reader *r, struct rdmaq_verbs_qp *q)
 static int vr_post_credit(struct rdmaq_verbs_reader *r, uint64_t value, bool imm, bool fence)
 {
 	struct rdmaq_verbs_qp *q = r->credit_qp;
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)r->scratch,
-		.length = sizeof(*r->scratch),
-		.lkey = r->scratch_mr->lkey,
-	};
-	struct ibv_send_wr wr = {
-		.sg_list = &sge,
-		.num_sge = 1,
-		.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
-		.send_flags = sge.length <= q->max_inline ? IBV_SEND_INLINE : 0,
-		.imm_data = htonl(r->writer_ep),
-		.wr.rdma = { .remote_addr = r->credit_addr, .rkey = r->credit_rkey },
-	};
+	struct rdmaq_verbs_wr wr;
 
+	rdmaq_verbs_wr_write(&wr, q, r->scratch_mr, r->scratch, sizeof(*r->scratch), r->credit_addr,
+			     r->credit_rkey);
+	if (imm)
+		rdmaq_verbs_wr_doorbell(&wr, r->writer_ep);
 	/* Without inline the NIC may read the scratch word after a later
 	 * credit overwrote it: it then sends the newer value, which is fine. */
 	WRITE_ONCE(*r->scratch, value);

@@ -17,7 +17,6 @@
  * blocked on a full ring is woken the same way.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -66,8 +65,7 @@ struct rdmaq_verbs_writer {
 	int pin_cpu;			/* >= 0: unannounced data went via this CPU's QP */
 	struct pollfd *pfds;		/* RDMAQ_VERBS_EP_NFDS, then one liveness socket per reader */
 	bool *done;			/* per reader, scratch for flush grouping */
-	struct ibv_send_wr wrs[RDMAQ_VERBS_BATCH];
-	struct ibv_sge sges[RDMAQ_VERBS_BATCH];
+	struct rdmaq_verbs_wr wrs[RDMAQ_VERBS_BATCH];
 	struct rdmaq_verbs_wpeer peers[];
 };
 
@@ -115,6 +113,15 @@ static struct rdmaq_verbs_qp *peer_broken_qp(struct rdmaq_verbs_wpeer *p)
 
 /* ---- posting ------------------------------------------------------------ */
 
+/* A WRITE of staging[off, off+len) to the same offset of reader i's ring. */
+static void staged_write(struct rdmaq_verbs_writer *w, uint32_t i, struct rdmaq_verbs_qp *q,
+			 struct rdmaq_verbs_wr *wr, size_t off, size_t len)
+{
+	struct rdmaq_verbs_wpeer *p = &w->peers[i];
+
+	rdmaq_verbs_wr_write(wr, q, w->staging_mr, w->staging + off, len, p->ring_addr + off, p->rkey);
+}
+
 struct wbatch {
 	struct rdmaq_verbs_writer *w;
 	struct rdmaq_verbs_qp *q;
@@ -136,8 +143,7 @@ static int wbatch_flush(struct wbatch *b)
 static int wbatch_add(struct wbatch *b, uint32_t i, size_t off, size_t len, bool imm)
 {
 	struct rdmaq_verbs_writer *w = b->w;
-	struct rdmaq_verbs_wpeer *p = &w->peers[i];
-	struct ibv_send_wr *wr;
+	struct rdmaq_verbs_wr *wr;
 	int ret;
 
 	if (b->n == RDMAQ_VERBS_BATCH) {
@@ -145,21 +151,10 @@ static int wbatch_add(struct wbatch *b, uint32_t i, size_t off, size_t len, bool
 		if (ret)
 			return ret;
 	}
-	w->sges[b->n] = (struct ibv_sge){
-		.addr = (uintptr_t)(w->staging + off),
-		.length = (uint32_t)len,
-		.lkey = w->staging_mr->lkey,
-	};
-	wr = &w->wrs[b->n];
-	*wr = (struct ibv_send_wr){
-		.sg_list = &w->sges[b->n],
-		.num_sge = 1,
-		.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
-		.send_flags = len <= b->q->max_inline ? IBV_SEND_INLINE : 0,
-		.imm_data = htonl(p->ep_id),
-		.wr.rdma = { .remote_addr = p->ring_addr + off, .rkey = p->rkey },
-	};
-	b->n++;
+	wr = &w->wrs[b->n++];
+	staged_write(w, i, b->q, wr, off, len);
+	if (imm)
+		rdmaq_verbs_wr_doorbell(wr, w->peers[i].ep_id);
 	return 0;
 }
 
@@ -351,26 +346,13 @@ static int vw_refresh_credit(struct rdmaq_writer *wp)
 	for (i = 0; i < wp->cfg.n_readers; i++) {
 		struct rdmaq_verbs_wpeer *p = &w->peers[i];
 		uint64_t c = READ_ONCE(w->credits[i].next_seq), v;
-		struct rdmaq_verbs_qp *q;
-		struct ibv_sge sge = {
-			.addr = (uintptr_t)&w->cursors[i],
-			.length = sizeof(w->cursors[i]),
-			.lkey = w->staging_mr->lkey,
-		};
-		struct ibv_send_wr wr = {
-			.sg_list = &sge,
-			.num_sge = 1,
-			.opcode = IBV_WR_RDMA_READ,
-			.wr.rdma = {
-				.remote_addr = p->ring_addr + offsetof(struct rdmaq_ring_ctrl, consumed),
-				.rkey = p->rkey,
-			},
-		};
+		struct rdmaq_verbs_wr wr;
 
 		if (!peer_open(w, i) || !peer_alive(w, i) || peer_broken_qp(p) || c >= wp->next_seq)
 			continue;
-		q = rdmaq_verbs_pool_pick(p->pool, true);
-		if (rdmaq_verbs_qp_fence(q, &wr, RDMAQ_VERBS_FENCE_NS))
+		rdmaq_verbs_wr_read(&wr, w->staging_mr, &w->cursors[i], sizeof(w->cursors[i]),
+				    p->ring_addr + offsetof(struct rdmaq_ring_ctrl, consumed), p->rkey);
+		if (rdmaq_verbs_qp_fence(rdmaq_verbs_pool_pick(p->pool, true), &wr, RDMAQ_VERBS_FENCE_NS))
 			continue;
 		v = READ_ONCE(w->cursors[i]);
 		/* Peer-written: only ever raise credit, and never past what was sent. */
@@ -408,25 +390,13 @@ static void vw_fence(struct rdmaq_verbs_writer *w)
 			continue;	/* fenced with reader j */
 		for (k = 0; k < pool->n; k++) {
 			struct rdmaq_verbs_qp *q = &pool->qps[k];
-			struct ibv_sge sge = {
-				.addr = (uintptr_t)&ctrl->closed_seq,
-				.length = sizeof(ctrl->closed_seq),
-				.lkey = w->staging_mr->lkey,
-			};
-			/* Rewrites closed_seq with the value it already has. */
-			struct ibv_send_wr wr = {
-				.sg_list = &sge,
-				.num_sge = 1,
-				.opcode = IBV_WR_RDMA_WRITE,
-				.send_flags = sge.length <= q->max_inline ? IBV_SEND_INLINE : 0,
-				.wr.rdma = {
-					.remote_addr = w->peers[i].ring_addr + offsetof(struct rdmaq_ring_ctrl, closed_seq),
-					.rkey = w->peers[i].rkey,
-				},
-			};
+			struct rdmaq_verbs_wr wr;
 
 			if (READ_ONCE(q->posted) == READ_ONCE(q->completed))
 				continue;
+			/* Rewrites closed_seq with the value it already has. */
+			staged_write(w, i, q, &wr, offsetof(struct rdmaq_ring_ctrl, closed_seq),
+				     sizeof(ctrl->closed_seq));
 			rdmaq_verbs_qp_fence(q, &wr, RDMAQ_VERBS_FENCE_NS);
 		}
 	}
