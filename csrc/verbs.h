@@ -183,6 +183,24 @@ void rdmaq_verbs_qp_fail(struct rdmaq_verbs_qp *q, int err, const char *fmt, ...
 	__attribute__((format(printf, 3, 4)));
 void rdmaq_verbs_qp_fail_by_num(struct rdmaq_verbs_ctx *ctx, uint32_t qp_num,
 				enum ibv_wc_status status);
+/* The QP's failure as the error of the peer it leads to, `who` ("reader 2 (pid 42)"). */
+int rdmaq_verbs_qp_peer_err(const struct rdmaq_verbs_qp *q, const char *who);
+/* The first failed QP of the writer's or the reader's side, or NULL. */
+struct rdmaq_verbs_qp *rdmaq_verbs_pool_broken(struct rdmaq_verbs_pool *pool, bool writer);
+/* The same after retiring every QP's completed sends (which finds failed ones). */
+struct rdmaq_verbs_qp *rdmaq_verbs_pool_check(struct rdmaq_verbs_pool *pool, bool writer);
+
+/* The QP has failed (sticky). */
+static inline bool rdmaq_verbs_qp_broken(const struct rdmaq_verbs_qp *q)
+{
+	return __atomic_load_n(&q->err, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Sends posted and not yet known to have completed. */
+static inline bool rdmaq_verbs_qp_busy(const struct rdmaq_verbs_qp *q)
+{
+	return __atomic_load_n(&q->posted, __ATOMIC_RELAXED) != __atomic_load_n(&q->completed, __ATOMIC_RELAXED);
+}
 
 /*
  * RDMA WRITE of [src, src+len) (in mr) to remote (addr, rkey), inline when
@@ -240,5 +258,17 @@ int rdmaq_verbs_live_check(int fd, int *sock_err);
 /* "died: ..." or "became unreachable: ..." for a socket that ended with sock_err. */
 int rdmaq_verbs_live_why(char *buf, size_t len, int sock_err);
 int rdmaq_verbs_fail_err(const struct rdmaq_verbs_qp *q);
+
+/* An endpoint's liveness socket to one peer, and what became of it. */
+struct rdmaq_verbs_live {
+	int fd;			/* -1: none */
+	bool gone;		/* the peer's end ended (sticky) */
+	int err;		/* ... with this socket error (0: EOF) */
+};
+
+/* True once the socket has ended: known, or checked now. */
+bool rdmaq_verbs_live_ended(struct rdmaq_verbs_live *l);
+/* The ended socket as -EOWNERDEAD: "<who> died: ..." or "<who> became unreachable: ...". */
+int rdmaq_verbs_live_err(const struct rdmaq_verbs_live *l, const char *who);
 
 #endif

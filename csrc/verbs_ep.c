@@ -154,3 +154,18 @@ int rdmaq_verbs_live_why(char *buf, size_t len, int sock_err)
 			sock_err == ETIMEDOUT ? ": no answer over the network (link down, host "
 			"gone or frozen)" : "");
 }
+
+bool rdmaq_verbs_live_ended(struct rdmaq_verbs_live *l)
+{
+	if (!l->gone && rdmaq_verbs_live_check(l->fd, &l->err))
+		l->gone = true;
+	return l->gone;
+}
+
+int rdmaq_verbs_live_err(const struct rdmaq_verbs_live *l, const char *who)
+{
+	char why[160];
+
+	rdmaq_verbs_live_why(why, sizeof(why), l->err);
+	return rdmaq_set_err(-EOWNERDEAD, "%s %s", who, why);
+}

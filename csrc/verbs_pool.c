@@ -199,6 +199,14 @@ int rdmaq_verbs_fail_err(const struct rdmaq_verbs_qp *q)
 	return rdmaq_set_err(__atomic_load_n(&q->err, __ATOMIC_ACQUIRE), "%s", q->errmsg);
 }
 
+int rdmaq_verbs_qp_peer_err(const struct rdmaq_verbs_qp *q, const char *who)
+{
+	int err = __atomic_load_n(&q->err, __ATOMIC_ACQUIRE);
+
+	return rdmaq_set_err(err, "%s%s: %s", who, err == -EOWNERDEAD ? " died or became unreachable" : "",
+			     q->errmsg);
+}
+
 void rdmaq_verbs_qp_fail_by_num(struct rdmaq_verbs_ctx *ctx, uint32_t qp_num,
 				enum ibv_wc_status status)
 {
@@ -766,4 +774,25 @@ struct rdmaq_verbs_qp *rdmaq_verbs_pool_pick(struct rdmaq_verbs_pool *p, bool wr
 	if (cpu < 0)
 		cpu = 0;
 	return &(writer ? p->qps : p->rqps)[(uint32_t)cpu % p->n];
+}
+
+struct rdmaq_verbs_qp *rdmaq_verbs_pool_broken(struct rdmaq_verbs_pool *p, bool writer)
+{
+	struct rdmaq_verbs_qp *qps = writer ? p->qps : p->rqps;
+	uint32_t k;
+
+	for (k = 0; k < p->n; k++)
+		if (rdmaq_verbs_qp_broken(&qps[k]))
+			return &qps[k];
+	return NULL;
+}
+
+struct rdmaq_verbs_qp *rdmaq_verbs_pool_check(struct rdmaq_verbs_pool *p, bool writer)
+{
+	struct rdmaq_verbs_qp *qps = writer ? p->qps : p->rqps;
+	uint32_t k;
+
+	for (k = 0; k < p->n; k++)
+		rdmaq_verbs_qp_reap(&qps[k]);
+	return rdmaq_verbs_pool_broken(p, writer);
 }

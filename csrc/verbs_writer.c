@@ -35,11 +35,9 @@ struct rdmaq_verbs_wpeer {
 	uint64_t ring_addr;
 	uint32_t rkey;
 	uint32_t ep_id;
-	int live_fd;
+	struct rdmaq_verbs_live live;
 	bool attached;
-	bool gone;			/* liveness socket ended */
-	int gone_err;			/* ... with this socket error (0: EOF) */
-	char desc[96];
+	char who[128];			/* "reader 2 (pid 42 on host x)", for errors */
 };
 
 struct rdmaq_verbs_writer {
@@ -77,38 +75,19 @@ static bool peer_open(struct rdmaq_verbs_writer *w, uint32_t i)
 	       READ_ONCE(w->credits[i].next_seq) != RDMAQ_CREDIT_CLOSED;
 }
 
-/* Attached, and its liveness socket has not ended (checked now). */
-static bool peer_alive(struct rdmaq_verbs_writer *w, uint32_t i)
+/* Reader i's liveness socket ended (known, or checked now): stop polling it. */
+static bool peer_gone(struct rdmaq_verbs_writer *w, uint32_t i)
 {
-	struct rdmaq_verbs_wpeer *p = &w->peers[i];
-
-	if (!p->attached || p->gone)
+	if (!rdmaq_verbs_live_ended(&w->peers[i].live))
 		return false;
-	if (rdmaq_verbs_live_check(p->live_fd, &p->gone_err)) {
-		p->gone = true;
-		w->pfds[RDMAQ_VERBS_EP_NFDS + i].fd = -1;
-		return false;
-	}
+	w->pfds[RDMAQ_VERBS_EP_NFDS + i].fd = -1;	/* or ppoll spins */
 	return true;
 }
 
-/* A reader's QP failed: name the reader in the error. */
-static int peer_fail_err(struct rdmaq_verbs_writer *w, uint32_t i, struct rdmaq_verbs_qp *q)
+/* Attached, and its liveness socket has not ended (checked now). */
+static bool peer_alive(struct rdmaq_verbs_writer *w, uint32_t i)
 {
-	int err = __atomic_load_n(&q->err, __ATOMIC_ACQUIRE);
-
-	return rdmaq_set_err(err, "reader %u (%s)%s: %s", i, w->peers[i].desc,
-			     err == -EOWNERDEAD ? " died or became unreachable" : "", q->errmsg);
-}
-
-static struct rdmaq_verbs_qp *peer_broken_qp(struct rdmaq_verbs_wpeer *p)
-{
-	uint32_t k;
-
-	for (k = 0; k < p->pool->n; k++)
-		if (__atomic_load_n(&p->pool->qps[k].err, __ATOMIC_ACQUIRE))
-			return &p->pool->qps[k];
-	return NULL;
+	return w->peers[i].attached && !peer_gone(w, i);
 }
 
 /* ---- posting ------------------------------------------------------------ */
@@ -235,7 +214,7 @@ static int vw_connect(struct rdmaq_writer *wp)
 
 			/* The message is formatted into the buffer it quotes. */
 			snprintf(why, sizeof(why), "%s", rdmaq_errmsg());
-			return rdmaq_set_err(ret, "reader %u (%s): %s", i, w->peers[i].desc, why);
+			return rdmaq_set_err(ret, "%s: %s", w->peers[i].who, why);
 		}
 	}
 	return 0;
@@ -279,8 +258,8 @@ static int vw_flush(struct rdmaq_writer *wp, bool doorbell)
 		if (w->done[i])
 			continue;
 		p->q = &p->pool->qps[(uint32_t)cpu % p->pool->n];
-		if (__atomic_load_n(&p->q->err, __ATOMIC_ACQUIRE))
-			return peer_fail_err(w, i, p->q);
+		if (rdmaq_verbs_qp_broken(p->q))
+			return rdmaq_verbs_qp_peer_err(p->q, p->who);
 	}
 	/* One ibv_post_send per QP: readers in one process share it. */
 	for (i = 0; i < n; i++) {
@@ -302,8 +281,8 @@ static int vw_flush(struct rdmaq_writer *wp, bool doorbell)
 		if (!ret)
 			ret = wbatch_flush(&b);
 		if (ret) {
-			if (__atomic_load_n(&b.q->err, __ATOMIC_ACQUIRE))
-				return peer_fail_err(w, i, b.q);
+			if (rdmaq_verbs_qp_broken(b.q))
+				return rdmaq_verbs_qp_peer_err(b.q, w->peers[i].who);
 			return ret;
 		}
 	}
@@ -325,7 +304,7 @@ static int vw_mark_closed(struct rdmaq_writer *wp, uint64_t closed_seq)
 	ctrl->closed_seq = closed_seq;
 	/* Best effort per reader: a dead reader must not fail close(). */
 	for (i = 0; i < wp->cfg.n_readers; i++)
-		if (peer_open(w, i) && peer_alive(w, i) && !peer_broken_qp(&w->peers[i]))
+		if (peer_open(w, i) && peer_alive(w, i) && !rdmaq_verbs_pool_broken(w->peers[i].pool, true))
 			vw_post_ctrl(w, i, offsetof(struct rdmaq_ring_ctrl, closed_seq),
 				     sizeof(ctrl->closed_seq));
 	return 0;
@@ -348,7 +327,8 @@ static int vw_refresh_credit(struct rdmaq_writer *wp)
 		uint64_t c = READ_ONCE(w->credits[i].next_seq), v;
 		struct rdmaq_verbs_wr wr;
 
-		if (!peer_open(w, i) || !peer_alive(w, i) || peer_broken_qp(p) || c >= wp->next_seq)
+		if (!peer_open(w, i) || !peer_alive(w, i) || rdmaq_verbs_pool_broken(p->pool, true) ||
+		    c >= wp->next_seq)
 			continue;
 		rdmaq_verbs_wr_read(&wr, w->staging_mr, &w->cursors[i], sizeof(w->cursors[i]),
 				    p->ring_addr + offsetof(struct rdmaq_ring_ctrl, consumed), p->rkey);
@@ -381,7 +361,7 @@ static void vw_fence(struct rdmaq_verbs_writer *w)
 		struct rdmaq_verbs_pool *pool = w->peers[i].pool;
 
 		/* Gone peers need no promise from us. */
-		if (!peer_alive(w, i) || peer_broken_qp(&w->peers[i]))
+		if (!peer_alive(w, i) || rdmaq_verbs_pool_broken(w->peers[i].pool, true))
 			continue;
 		for (j = 0; j < i; j++)
 			if (peer_alive(w, j) && w->peers[j].pool == pool)
@@ -392,7 +372,7 @@ static void vw_fence(struct rdmaq_verbs_writer *w)
 			struct rdmaq_verbs_qp *q = &pool->qps[k];
 			struct rdmaq_verbs_wr wr;
 
-			if (READ_ONCE(q->posted) == READ_ONCE(q->completed))
+			if (!rdmaq_verbs_qp_busy(q))
 				continue;
 			/* Rewrites closed_seq with the value it already has. */
 			staged_write(w, i, q, &wr, offsetof(struct rdmaq_ring_ctrl, closed_seq),
@@ -421,11 +401,11 @@ static void vw_destroy(struct rdmaq_writer *wp)
 		if (!p->attached)
 			continue;
 		/* "I will not write to you again"; keep reading for their EOF. */
-		shutdown(p->live_fd, SHUT_WR);
+		shutdown(p->live.fd, SHUT_WR);
 		if (g)
-			g->fds[g->nfds++] = p->live_fd;
+			g->fds[g->nfds++] = p->live.fd;
 		else
-			close(p->live_fd);
+			close(p->live.fd);
 		rdmaq_verbs_pool_put(p->pool);
 	}
 	if (g) {
@@ -455,19 +435,9 @@ static int vw_check_live(struct rdmaq_verbs_writer *w, bool poll_all)
 {
 	uint32_t i;
 
-	for (i = 0; i < w->w.cfg.n_readers; i++) {
-		struct rdmaq_verbs_wpeer *p = &w->peers[i];
-		struct pollfd *pf = &w->pfds[RDMAQ_VERBS_EP_NFDS + i];
-
-		if (!p->attached || p->gone)
-			continue;
-		if (!poll_all && !pf->revents)
-			continue;
-		if (!rdmaq_verbs_live_check(p->live_fd, &p->gone_err))
-			continue;
-		p->gone = true;
-		pf->fd = -1;	/* stop polling it, or ppoll spins */
-	}
+	for (i = 0; i < w->w.cfg.n_readers; i++)
+		if (w->peers[i].attached && (poll_all || w->pfds[RDMAQ_VERBS_EP_NFDS + i].revents))
+			peer_gone(w, i);
 	return 0;
 }
 
@@ -494,7 +464,7 @@ static void vw_finish(void *ep)
 static int vw_check_peer(void *ep)
 {
 	struct rdmaq_verbs_writer *w = to_vwriter(ep);
-	uint32_t i, k;
+	uint32_t i;
 
 	vw_check_live(w, true);
 	for (i = 0; i < w->w.cfg.n_readers; i++) {
@@ -503,17 +473,11 @@ static int vw_check_peer(void *ep)
 
 		if (!peer_open(w, i))
 			continue;
-		if (p->gone) {
-			char why[160];
-
-			rdmaq_verbs_live_why(why, sizeof(why), p->gone_err);
-			return rdmaq_set_err(-EOWNERDEAD, "reader %u (%s) %s", i, p->desc, why);
-		}
-		for (k = 0; k < p->pool->n; k++)
-			rdmaq_verbs_qp_reap(&p->pool->qps[k]);
-		q = peer_broken_qp(p);
+		if (p->live.gone)
+			return rdmaq_verbs_live_err(&p->live, p->who);
+		q = rdmaq_verbs_pool_check(p->pool, true);
 		if (q)
-			return peer_fail_err(w, i, q);
+			return rdmaq_verbs_qp_peer_err(q, p->who);
 	}
 	return 0;
 }
@@ -580,7 +544,7 @@ int rdmaq_verbs_writer_create(struct rdmaq_writer **out, struct rdmaq_verbs_ctx 
 		goto clean_w;
 	}
 	for (i = 0; i < cfg->n_readers; i++) {
-		w->peers[i].live_fd = -1;
+		w->peers[i].live.fd = -1;
 		w->pfds[RDMAQ_VERBS_EP_NFDS + i].fd = -1;
 	}
 
@@ -681,8 +645,8 @@ int rdmaq_verbs_writer_attach(struct rdmaq_writer *wp, uint32_t index, uint64_t 
 	p->ring_addr = reader->addr;
 	p->rkey = reader->rkey;
 	p->ep_id = reader->ep_id;
-	p->live_fd = live_fd;
-	snprintf(p->desc, sizeof(p->desc), "%s", desc && *desc ? desc : "?");
+	p->live.fd = live_fd;
+	snprintf(p->who, sizeof(p->who), "reader %u (%.95s)", index, desc && *desc ? desc : "?");
 	p->attached = true;
 	w->pfds[RDMAQ_VERBS_EP_NFDS + index].fd = live_fd;
 	w->attached++;
