@@ -18,7 +18,13 @@
 #include <unistd.h>
 
 #include "barrier.h"
-#include "verbs.h"
+#include "ring.h"
+#include "verbs_ctx.h"
+#include "verbs_ep.h"
+#include "verbs_grave.h"
+#include "verbs_live.h"
+#include "verbs_pool.h"
+#include "verbs_qp.h"
 
 struct rdmaq_verbs_reader {
 	struct rdmaq_reader r;		/* first: the core casts back */
@@ -69,7 +75,7 @@ static int vr_credit(struct rdmaq_reader *rp, uint64_t next_seq)
 		return next_seq == RDMAQ_CREDIT_CLOSED ? 0 :
 		       rdmaq_set_err(-ENOTCONN, "reader %u is not connected", rp->index);
 	/* Doorbells pile up in the SRQ while we spin: take them in here. */
-	rdmaq_verbs_hub_service(r->ctx, false, true);
+	rdmaq_verbs_ep_poll(&r->ep);
 	if (rdmaq_verbs_qp_broken(r->credit_qp)) {
 		if (next_seq == RDMAQ_CREDIT_CLOSED)
 			return 0;	/* closing towards a dead writer */
@@ -130,7 +136,7 @@ static void vr_destroy(struct rdmaq_reader *rp)
 	g->len[0] = r->map_len;
 	g->fds[0] = r->live.fd;
 	g->nfds = 1;
-	rdmaq_verbs_grave_add(r->ctx, g);
+	rdmaq_verbs_grave_add(&r->ctx->graveyard, g);
 	free(r);
 }
 
@@ -258,7 +264,7 @@ void rdmaq_verbs_reader_info(struct rdmaq_reader *rp, struct rdmaq_verbs_ep_info
 	struct rdmaq_verbs_reader *r = to_vreader(rp);
 
 	*out = (struct rdmaq_verbs_ep_info){
-		.ep_id = r->ep.id,
+		.ep_id = r->ep.hub.id,
 		.rkey = r->ring_mr->rkey,
 		.addr = (uintptr_t)r->map,
 	};

@@ -27,7 +27,15 @@
 #include <unistd.h>
 
 #include "barrier.h"
-#include "verbs.h"
+#include "ring.h"
+#include "verbs_ctx.h"
+#include "verbs_ep.h"
+#include "verbs_grave.h"
+#include "verbs_live.h"
+#include "verbs_pool.h"
+#include "verbs_qp.h"
+
+#define RDMAQ_VERBS_BATCH		32	/* WRs per ibv_post_send */
 
 struct rdmaq_verbs_wpeer {
 	struct rdmaq_verbs_pool *pool;
@@ -290,7 +298,7 @@ static int vw_flush(struct rdmaq_writer *wp, bool doorbell)
 out:
 	/* Take in credit doorbells now and then, or they pile up in the SRQ
 	 * of a writer that never has to wait. */
-	rdmaq_verbs_hub_service(w->ctx, false, true);
+	rdmaq_verbs_ep_poll(&w->ep);
 	return ret;
 }
 
@@ -415,7 +423,7 @@ static void vw_destroy(struct rdmaq_writer *wp)
 		g->len[0] = w->credit_len;
 		g->mem[1] = w->staging;
 		g->len[1] = w->staging_len;
-		rdmaq_verbs_grave_add(w->ctx, g);
+		rdmaq_verbs_grave_add(&w->ctx->graveyard, g);
 	} else {
 		/* Out of memory: leak the registered memory rather than risk a
 		 * reader's WRITE hitting a deregistered key. */
@@ -609,7 +617,7 @@ int rdmaq_verbs_writer_info(struct rdmaq_writer *wp, uint32_t index, struct rdma
 		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers", index,
 				     wp->cfg.n_readers);
 	*out = (struct rdmaq_verbs_ep_info){
-		.ep_id = w->ep.id,
+		.ep_id = w->ep.hub.id,
 		.rkey = w->credit_mrs[index]->rkey,
 		.addr = (uintptr_t)&w->credits[index],
 		.key = wp->key,

@@ -15,8 +15,9 @@ CFLAGS = ["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-fvisibility=hidden"]
 CORE_SOURCES = ["ring.c", "wait.c", "cadence.c", "slice.c", "busy.c", "error.c", "shm.c"]
 # ---- owned by the verbs transport ----
 # shm.c too: rdmaq.h (cdef'd into both extensions) declares the shm entry points.
-VERBS_SOURCES = ["shm.c", "verbs_ctx.c", "verbs_pool.c", "verbs_ep.c", "verbs_writer.c",
-                 "verbs_reader.c"]
+VERBS_SOURCES = ["shm.c", "verbs_stats.c", "verbs_proc.c", "verbs_choice.c", "verbs_hub.c",
+                 "verbs_live.c", "verbs_grave.c", "verbs_ctx.c", "verbs_qp.c", "verbs_pool.c",
+                 "verbs_ep.c", "verbs_writer.c", "verbs_reader.c"]
 VERBS_HEADER = "rdmaq_verbs.h"
 # ---- end ----
 
