@@ -10,7 +10,6 @@
  * pool, chosen at connect time; RC keeps WRITEs on one QP in order.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +18,13 @@
 #include <unistd.h>
 
 #include "barrier.h"
-#include "verbs.h"
+#include "ring.h"
+#include "verbs_ctx.h"
+#include "verbs_ep.h"
+#include "verbs_grave.h"
+#include "verbs_live.h"
+#include "verbs_pool.h"
+#include "verbs_qp.h"
 
 struct rdmaq_verbs_reader {
 	struct rdmaq_reader r;		/* first: the core casts back */
@@ -36,41 +41,23 @@ struct rdmaq_verbs_reader {
 	uint64_t credit_addr;
 	uint32_t credit_rkey;
 	uint32_t writer_ep;
-	int live_fd;
+	struct rdmaq_verbs_live live;	/* to the writer */
 	bool connected;
-	bool writer_gone;
-	int gone_err;			/* the liveness socket's error (0: EOF) */
-	char desc[96];
+	char who[128];			/* "writer (pid 42 on host x)", for errors */
 	struct pollfd pfds[RDMAQ_VERBS_EP_NFDS + 1];
 };
 
 #define to_vreader(rp) ((struct rdmaq_verbs_reader *)(rp))
 
-static int vr_fail_err(struct rdmaq_verbs_reader *r, struct rdmaq_verbs_qp *q)
-{
-	int err = __atomic_load_n(&q->err, __ATOMIC_ACQUIRE);
-
-	return rdmaq_set_err(err, "writer (%s)%s: %s", r->desc,
-			     err == -EOWNERDEAD ? " died or became unreachable" : "", q->errmsg);
-}
-
 static int vr_post_credit(struct rdmaq_verbs_reader *r, uint64_t value, bool imm, bool fence)
 {
 	struct rdmaq_verbs_qp *q = r->credit_qp;
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)r->scratch,
-		.length = sizeof(*r->scratch),
-		.lkey = r->scratch_mr->lkey,
-	};
-	struct ibv_send_wr wr = {
-		.sg_list = &sge,
-		.num_sge = 1,
-		.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
-		.send_flags = sge.length <= q->max_inline ? IBV_SEND_INLINE : 0,
-		.imm_data = htonl(r->writer_ep),
-		.wr.rdma = { .remote_addr = r->credit_addr, .rkey = r->credit_rkey },
-	};
+	struct rdmaq_verbs_wr wr;
 
+	rdmaq_verbs_wr_write(&wr, q, r->scratch_mr, r->scratch, sizeof(*r->scratch), r->credit_addr,
+			     r->credit_rkey);
+	if (imm)
+		rdmaq_verbs_wr_doorbell(&wr, r->writer_ep);
 	/* Without inline the NIC may read the scratch word after a later
 	 * credit overwrote it: it then sends the newer value, which is fine. */
 	WRITE_ONCE(*r->scratch, value);
@@ -88,11 +75,11 @@ static int vr_credit(struct rdmaq_reader *rp, uint64_t next_seq)
 		return next_seq == RDMAQ_CREDIT_CLOSED ? 0 :
 		       rdmaq_set_err(-ENOTCONN, "reader %u is not connected", rp->index);
 	/* Doorbells pile up in the SRQ while we spin: take them in here. */
-	rdmaq_verbs_hub_service(r->ctx, false, true);
-	if (__atomic_load_n(&r->credit_qp->err, __ATOMIC_ACQUIRE)) {
+	rdmaq_verbs_ep_poll(&r->ep);
+	if (rdmaq_verbs_qp_broken(r->credit_qp)) {
 		if (next_seq == RDMAQ_CREDIT_CLOSED)
 			return 0;	/* closing towards a dead writer */
-		return vr_fail_err(r, r->credit_qp);
+		return rdmaq_verbs_qp_peer_err(r->credit_qp, r->who);
 	}
 	ret = vr_post_credit(r, next_seq, true, false);
 	if (!ret)
@@ -111,6 +98,7 @@ static void vr_destroy(struct rdmaq_reader *rp)
 {
 	struct rdmaq_verbs_reader *r = to_vreader(rp);
 	struct rdmaq_verbs_grave *g;
+	bool writer_gone;
 
 	if (rdmaq_verbs_ctx_stale(r->ctx)) {
 		free(r);	/* forked child: the objects are the parent's */
@@ -126,21 +114,19 @@ static void vr_destroy(struct rdmaq_reader *rp)
 		free(r);
 		return;
 	}
-	if (!r->writer_gone && rdmaq_verbs_live_check(r->live_fd, &r->gone_err))
-		r->writer_gone = true;
+	writer_gone = rdmaq_verbs_live_ended(&r->live);
 	/* A gone writer reads no credit: do not wait for its QPs to time out. */
-	if (!rp->closed && !r->writer_gone)
+	if (!rp->closed && !writer_gone)
 		rdmaq_reader_close(rp);
 	/* Our last credit WRITE must be done before we shut the socket. */
-	if (!r->writer_gone && !__atomic_load_n(&r->credit_qp->err, __ATOMIC_ACQUIRE) &&
-	    READ_ONCE(r->credit_qp->posted) != READ_ONCE(r->credit_qp->completed))
+	if (!writer_gone && !rdmaq_verbs_qp_broken(r->credit_qp) && rdmaq_verbs_qp_busy(r->credit_qp))
 		vr_post_credit(r, RDMAQ_CREDIT_CLOSED, false, true);
-	shutdown(r->live_fd, SHUT_WR);
+	shutdown(r->live.fd, SHUT_WR);
 	rdmaq_verbs_pool_put(r->pool);
 	g = rdmaq_verbs_grave_new(2, 1);
 	if (!g) {
 		/* Leak the ring rather than risk the writer hitting a dead key. */
-		close(r->live_fd);
+		close(r->live.fd);
 		free(r);
 		return;
 	}
@@ -148,9 +134,9 @@ static void vr_destroy(struct rdmaq_reader *rp)
 	g->mrs[1] = r->scratch_mr;
 	g->mem[0] = r->map;
 	g->len[0] = r->map_len;
-	g->fds[0] = r->live_fd;
+	g->fds[0] = r->live.fd;
 	g->nfds = 1;
-	rdmaq_verbs_grave_add(r->ctx, g);
+	rdmaq_verbs_grave_add(&r->ctx->graveyard, g);
 	free(r);
 }
 
@@ -165,16 +151,15 @@ static int vr_block(void *ep, int64_t timeout_ns)
 	uint32_t nlive = 0;
 	int ret;
 
-	if (r->connected && !r->writer_gone) {
-		r->pfds[RDMAQ_VERBS_EP_NFDS].fd = r->live_fd;
+	if (r->connected && !r->live.gone) {
+		r->pfds[RDMAQ_VERBS_EP_NFDS].fd = r->live.fd;
 		nlive = 1;
 	}
 	ret = rdmaq_verbs_ep_block(&r->ep, r->pfds, nlive, timeout_ns);
 	/* Report it from check_peer, after the core has looked at the ring
 	 * once more: records that landed before the writer died still count. */
-	if (nlive && r->pfds[RDMAQ_VERBS_EP_NFDS].revents &&
-	    rdmaq_verbs_live_check(r->live_fd, &r->gone_err))
-		r->writer_gone = true;
+	if (nlive && r->pfds[RDMAQ_VERBS_EP_NFDS].revents)
+		rdmaq_verbs_live_ended(&r->live);
 	return ret;
 }
 
@@ -187,25 +172,13 @@ static int vr_check_peer(void *ep)
 {
 	struct rdmaq_verbs_reader *r = to_vreader(ep);
 	struct rdmaq_verbs_qp *q;
-	uint32_t k;
 
 	if (!r->connected)
 		return 0;
-	if (!r->writer_gone && rdmaq_verbs_live_check(r->live_fd, &r->gone_err))
-		r->writer_gone = true;
-	if (r->writer_gone) {
-		char why[160];
-
-		rdmaq_verbs_live_why(why, sizeof(why), r->gone_err);
-		return rdmaq_set_err(-EOWNERDEAD, "writer (%s) %s", r->desc, why);
-	}
-	for (k = 0; k < r->pool->n; k++) {
-		q = &r->pool->rqps[k];
-		rdmaq_verbs_qp_reap(q);
-		if (__atomic_load_n(&q->err, __ATOMIC_ACQUIRE))
-			return vr_fail_err(r, q);
-	}
-	return 0;
+	if (rdmaq_verbs_live_ended(&r->live))
+		return rdmaq_verbs_live_err(&r->live, r->who);
+	q = rdmaq_verbs_pool_check(r->pool, false);
+	return q ? rdmaq_verbs_qp_peer_err(q, r->who) : 0;
 }
 
 static const struct rdmaq_reader_ops vr_ops = {
@@ -229,8 +202,9 @@ int rdmaq_verbs_reader_create(struct rdmaq_reader **out, struct rdmaq_verbs_ctx 
 	void *p;
 	int ret;
 
-	if (rdmaq_verbs_ctx_stale(ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	ret = rdmaq_verbs_ctx_check(ctx);
+	if (ret)
+		return ret;
 	ret = rdmaq_config_check(cfg);
 	if (ret)
 		return ret;
@@ -241,7 +215,7 @@ int rdmaq_verbs_reader_create(struct rdmaq_reader **out, struct rdmaq_verbs_ctx 
 	if (!r)
 		return rdmaq_set_err(-ENOMEM, "out of memory");
 	r->ctx = ctx;
-	r->live_fd = -1;
+	r->live.fd = -1;
 	r->ep.efd = -1;
 	r->ring_len = (rdmaq_ring_bytes(cfg->slot_bytes, cfg->slots) + pg - 1) / pg * pg;
 	r->map_len = r->ring_len + pg;
@@ -290,7 +264,7 @@ void rdmaq_verbs_reader_info(struct rdmaq_reader *rp, struct rdmaq_verbs_ep_info
 	struct rdmaq_verbs_reader *r = to_vreader(rp);
 
 	*out = (struct rdmaq_verbs_ep_info){
-		.ep_id = r->ep.id,
+		.ep_id = r->ep.hub.id,
 		.rkey = r->ring_mr->rkey,
 		.addr = (uintptr_t)r->map,
 	};
@@ -300,9 +274,10 @@ int rdmaq_verbs_reader_connect(struct rdmaq_reader *rp, uint64_t pool_id,
 			       const struct rdmaq_verbs_ep_info *writer, int live_fd, const char *desc)
 {
 	struct rdmaq_verbs_reader *r = to_vreader(rp);
+	int ret = rdmaq_verbs_ctx_check(r->ctx);
 
-	if (rdmaq_verbs_ctx_stale(r->ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	if (ret)
+		return ret;
 	if (r->connected)
 		return rdmaq_set_err(-EISCONN, "reader %u is already connected", rp->index);
 	if (!writer->addr || writer->addr > UINT64_MAX - sizeof(struct rdmaq_credit))
@@ -319,8 +294,8 @@ int rdmaq_verbs_reader_connect(struct rdmaq_reader *rp, uint64_t pool_id,
 	r->credit_rkey = writer->rkey;
 	r->writer_ep = writer->ep_id;
 	rp->key = writer->key;
-	r->live_fd = live_fd;
-	snprintf(r->desc, sizeof(r->desc), "%s", desc && *desc ? desc : "?");
+	r->live.fd = live_fd;
+	snprintf(r->who, sizeof(r->who), "writer (%.95s)", desc && *desc ? desc : "?");
 	r->connected = true;
 	return 0;
 }

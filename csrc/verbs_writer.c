@@ -17,7 +17,6 @@
  * blocked on a full ring is woken the same way.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -28,7 +27,15 @@
 #include <unistd.h>
 
 #include "barrier.h"
-#include "verbs.h"
+#include "ring.h"
+#include "verbs_ctx.h"
+#include "verbs_ep.h"
+#include "verbs_grave.h"
+#include "verbs_live.h"
+#include "verbs_pool.h"
+#include "verbs_qp.h"
+
+#define RDMAQ_VERBS_BATCH		32	/* WRs per ibv_post_send */
 
 struct rdmaq_verbs_wpeer {
 	struct rdmaq_verbs_pool *pool;
@@ -36,11 +43,9 @@ struct rdmaq_verbs_wpeer {
 	uint64_t ring_addr;
 	uint32_t rkey;
 	uint32_t ep_id;
-	int live_fd;
+	struct rdmaq_verbs_live live;
 	bool attached;
-	bool gone;			/* liveness socket ended */
-	int gone_err;			/* ... with this socket error (0: EOF) */
-	char desc[96];
+	char who[128];			/* "reader 2 (pid 42 on host x)", for errors */
 };
 
 struct rdmaq_verbs_writer {
@@ -66,8 +71,7 @@ struct rdmaq_verbs_writer {
 	int pin_cpu;			/* >= 0: unannounced data went via this CPU's QP */
 	struct pollfd *pfds;		/* RDMAQ_VERBS_EP_NFDS, then one liveness socket per reader */
 	bool *done;			/* per reader, scratch for flush grouping */
-	struct ibv_send_wr wrs[RDMAQ_VERBS_BATCH];
-	struct ibv_sge sges[RDMAQ_VERBS_BATCH];
+	struct rdmaq_verbs_wr wrs[RDMAQ_VERBS_BATCH];
 	struct rdmaq_verbs_wpeer peers[];
 };
 
@@ -79,41 +83,31 @@ static bool peer_open(struct rdmaq_verbs_writer *w, uint32_t i)
 	       READ_ONCE(w->credits[i].next_seq) != RDMAQ_CREDIT_CLOSED;
 }
 
-/* Attached, and its liveness socket has not ended (checked now). */
-static bool peer_alive(struct rdmaq_verbs_writer *w, uint32_t i)
+/* Reader i's liveness socket ended (known, or checked now): stop polling it. */
+static bool peer_gone(struct rdmaq_verbs_writer *w, uint32_t i)
 {
-	struct rdmaq_verbs_wpeer *p = &w->peers[i];
-
-	if (!p->attached || p->gone)
+	if (!rdmaq_verbs_live_ended(&w->peers[i].live))
 		return false;
-	if (rdmaq_verbs_live_check(p->live_fd, &p->gone_err)) {
-		p->gone = true;
-		w->pfds[RDMAQ_VERBS_EP_NFDS + i].fd = -1;
-		return false;
-	}
+	w->pfds[RDMAQ_VERBS_EP_NFDS + i].fd = -1;	/* or ppoll spins */
 	return true;
 }
 
-/* A reader's QP failed: name the reader in the error. */
-static int peer_fail_err(struct rdmaq_verbs_writer *w, uint32_t i, struct rdmaq_verbs_qp *q)
+/* Attached, and its liveness socket has not ended (checked now). */
+static bool peer_alive(struct rdmaq_verbs_writer *w, uint32_t i)
 {
-	int err = __atomic_load_n(&q->err, __ATOMIC_ACQUIRE);
-
-	return rdmaq_set_err(err, "reader %u (%s)%s: %s", i, w->peers[i].desc,
-			     err == -EOWNERDEAD ? " died or became unreachable" : "", q->errmsg);
-}
-
-static struct rdmaq_verbs_qp *peer_broken_qp(struct rdmaq_verbs_wpeer *p)
-{
-	uint32_t k;
-
-	for (k = 0; k < p->pool->n; k++)
-		if (__atomic_load_n(&p->pool->qps[k].err, __ATOMIC_ACQUIRE))
-			return &p->pool->qps[k];
-	return NULL;
+	return w->peers[i].attached && !peer_gone(w, i);
 }
 
 /* ---- posting ------------------------------------------------------------ */
+
+/* A WRITE of staging[off, off+len) to the same offset of reader i's ring. */
+static void staged_write(struct rdmaq_verbs_writer *w, uint32_t i, struct rdmaq_verbs_qp *q,
+			 struct rdmaq_verbs_wr *wr, size_t off, size_t len)
+{
+	struct rdmaq_verbs_wpeer *p = &w->peers[i];
+
+	rdmaq_verbs_wr_write(wr, q, w->staging_mr, w->staging + off, len, p->ring_addr + off, p->rkey);
+}
 
 struct wbatch {
 	struct rdmaq_verbs_writer *w;
@@ -136,8 +130,7 @@ static int wbatch_flush(struct wbatch *b)
 static int wbatch_add(struct wbatch *b, uint32_t i, size_t off, size_t len, bool imm)
 {
 	struct rdmaq_verbs_writer *w = b->w;
-	struct rdmaq_verbs_wpeer *p = &w->peers[i];
-	struct ibv_send_wr *wr;
+	struct rdmaq_verbs_wr *wr;
 	int ret;
 
 	if (b->n == RDMAQ_VERBS_BATCH) {
@@ -145,21 +138,10 @@ static int wbatch_add(struct wbatch *b, uint32_t i, size_t off, size_t len, bool
 		if (ret)
 			return ret;
 	}
-	w->sges[b->n] = (struct ibv_sge){
-		.addr = (uintptr_t)(w->staging + off),
-		.length = (uint32_t)len,
-		.lkey = w->staging_mr->lkey,
-	};
-	wr = &w->wrs[b->n];
-	*wr = (struct ibv_send_wr){
-		.sg_list = &w->sges[b->n],
-		.num_sge = 1,
-		.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
-		.send_flags = len <= b->q->max_inline ? IBV_SEND_INLINE : 0,
-		.imm_data = htonl(p->ep_id),
-		.wr.rdma = { .remote_addr = p->ring_addr + off, .rkey = p->rkey },
-	};
-	b->n++;
+	wr = &w->wrs[b->n++];
+	staged_write(w, i, b->q, wr, off, len);
+	if (imm)
+		rdmaq_verbs_wr_doorbell(wr, w->peers[i].ep_id);
 	return 0;
 }
 
@@ -240,7 +222,7 @@ static int vw_connect(struct rdmaq_writer *wp)
 
 			/* The message is formatted into the buffer it quotes. */
 			snprintf(why, sizeof(why), "%s", rdmaq_errmsg());
-			return rdmaq_set_err(ret, "reader %u (%s): %s", i, w->peers[i].desc, why);
+			return rdmaq_set_err(ret, "%s: %s", w->peers[i].who, why);
 		}
 	}
 	return 0;
@@ -284,8 +266,8 @@ static int vw_flush(struct rdmaq_writer *wp, bool doorbell)
 		if (w->done[i])
 			continue;
 		p->q = &p->pool->qps[(uint32_t)cpu % p->pool->n];
-		if (__atomic_load_n(&p->q->err, __ATOMIC_ACQUIRE))
-			return peer_fail_err(w, i, p->q);
+		if (rdmaq_verbs_qp_broken(p->q))
+			return rdmaq_verbs_qp_peer_err(p->q, p->who);
 	}
 	/* One ibv_post_send per QP: readers in one process share it. */
 	for (i = 0; i < n; i++) {
@@ -307,8 +289,8 @@ static int vw_flush(struct rdmaq_writer *wp, bool doorbell)
 		if (!ret)
 			ret = wbatch_flush(&b);
 		if (ret) {
-			if (__atomic_load_n(&b.q->err, __ATOMIC_ACQUIRE))
-				return peer_fail_err(w, i, b.q);
+			if (rdmaq_verbs_qp_broken(b.q))
+				return rdmaq_verbs_qp_peer_err(b.q, w->peers[i].who);
 			return ret;
 		}
 	}
@@ -316,7 +298,7 @@ static int vw_flush(struct rdmaq_writer *wp, bool doorbell)
 out:
 	/* Take in credit doorbells now and then, or they pile up in the SRQ
 	 * of a writer that never has to wait. */
-	rdmaq_verbs_hub_service(w->ctx, false, true);
+	rdmaq_verbs_ep_poll(&w->ep);
 	return ret;
 }
 
@@ -330,7 +312,7 @@ static int vw_mark_closed(struct rdmaq_writer *wp, uint64_t closed_seq)
 	ctrl->closed_seq = closed_seq;
 	/* Best effort per reader: a dead reader must not fail close(). */
 	for (i = 0; i < wp->cfg.n_readers; i++)
-		if (peer_open(w, i) && peer_alive(w, i) && !peer_broken_qp(&w->peers[i]))
+		if (peer_open(w, i) && peer_alive(w, i) && !rdmaq_verbs_pool_broken(w->peers[i].pool, true))
 			vw_post_ctrl(w, i, offsetof(struct rdmaq_ring_ctrl, closed_seq),
 				     sizeof(ctrl->closed_seq));
 	return 0;
@@ -351,26 +333,14 @@ static int vw_refresh_credit(struct rdmaq_writer *wp)
 	for (i = 0; i < wp->cfg.n_readers; i++) {
 		struct rdmaq_verbs_wpeer *p = &w->peers[i];
 		uint64_t c = READ_ONCE(w->credits[i].next_seq), v;
-		struct rdmaq_verbs_qp *q;
-		struct ibv_sge sge = {
-			.addr = (uintptr_t)&w->cursors[i],
-			.length = sizeof(w->cursors[i]),
-			.lkey = w->staging_mr->lkey,
-		};
-		struct ibv_send_wr wr = {
-			.sg_list = &sge,
-			.num_sge = 1,
-			.opcode = IBV_WR_RDMA_READ,
-			.wr.rdma = {
-				.remote_addr = p->ring_addr + offsetof(struct rdmaq_ring_ctrl, consumed),
-				.rkey = p->rkey,
-			},
-		};
+		struct rdmaq_verbs_wr wr;
 
-		if (!peer_open(w, i) || !peer_alive(w, i) || peer_broken_qp(p) || c >= wp->next_seq)
+		if (!peer_open(w, i) || !peer_alive(w, i) || rdmaq_verbs_pool_broken(p->pool, true) ||
+		    c >= wp->next_seq)
 			continue;
-		q = rdmaq_verbs_pool_pick(p->pool, true);
-		if (rdmaq_verbs_qp_fence(q, &wr, RDMAQ_VERBS_FENCE_NS))
+		rdmaq_verbs_wr_read(&wr, w->staging_mr, &w->cursors[i], sizeof(w->cursors[i]),
+				    p->ring_addr + offsetof(struct rdmaq_ring_ctrl, consumed), p->rkey);
+		if (rdmaq_verbs_qp_fence(rdmaq_verbs_pool_pick(p->pool, true), &wr, RDMAQ_VERBS_FENCE_NS))
 			continue;
 		v = READ_ONCE(w->cursors[i]);
 		/* Peer-written: only ever raise credit, and never past what was sent. */
@@ -399,7 +369,7 @@ static void vw_fence(struct rdmaq_verbs_writer *w)
 		struct rdmaq_verbs_pool *pool = w->peers[i].pool;
 
 		/* Gone peers need no promise from us. */
-		if (!peer_alive(w, i) || peer_broken_qp(&w->peers[i]))
+		if (!peer_alive(w, i) || rdmaq_verbs_pool_broken(w->peers[i].pool, true))
 			continue;
 		for (j = 0; j < i; j++)
 			if (peer_alive(w, j) && w->peers[j].pool == pool)
@@ -408,25 +378,13 @@ static void vw_fence(struct rdmaq_verbs_writer *w)
 			continue;	/* fenced with reader j */
 		for (k = 0; k < pool->n; k++) {
 			struct rdmaq_verbs_qp *q = &pool->qps[k];
-			struct ibv_sge sge = {
-				.addr = (uintptr_t)&ctrl->closed_seq,
-				.length = sizeof(ctrl->closed_seq),
-				.lkey = w->staging_mr->lkey,
-			};
-			/* Rewrites closed_seq with the value it already has. */
-			struct ibv_send_wr wr = {
-				.sg_list = &sge,
-				.num_sge = 1,
-				.opcode = IBV_WR_RDMA_WRITE,
-				.send_flags = sge.length <= q->max_inline ? IBV_SEND_INLINE : 0,
-				.wr.rdma = {
-					.remote_addr = w->peers[i].ring_addr + offsetof(struct rdmaq_ring_ctrl, closed_seq),
-					.rkey = w->peers[i].rkey,
-				},
-			};
+			struct rdmaq_verbs_wr wr;
 
-			if (READ_ONCE(q->posted) == READ_ONCE(q->completed))
+			if (!rdmaq_verbs_qp_busy(q))
 				continue;
+			/* Rewrites closed_seq with the value it already has. */
+			staged_write(w, i, q, &wr, offsetof(struct rdmaq_ring_ctrl, closed_seq),
+				     sizeof(ctrl->closed_seq));
 			rdmaq_verbs_qp_fence(q, &wr, RDMAQ_VERBS_FENCE_NS);
 		}
 	}
@@ -451,11 +409,11 @@ static void vw_destroy(struct rdmaq_writer *wp)
 		if (!p->attached)
 			continue;
 		/* "I will not write to you again"; keep reading for their EOF. */
-		shutdown(p->live_fd, SHUT_WR);
+		shutdown(p->live.fd, SHUT_WR);
 		if (g)
-			g->fds[g->nfds++] = p->live_fd;
+			g->fds[g->nfds++] = p->live.fd;
 		else
-			close(p->live_fd);
+			close(p->live.fd);
 		rdmaq_verbs_pool_put(p->pool);
 	}
 	if (g) {
@@ -465,7 +423,7 @@ static void vw_destroy(struct rdmaq_writer *wp)
 		g->len[0] = w->credit_len;
 		g->mem[1] = w->staging;
 		g->len[1] = w->staging_len;
-		rdmaq_verbs_grave_add(w->ctx, g);
+		rdmaq_verbs_grave_add(&w->ctx->graveyard, g);
 	} else {
 		/* Out of memory: leak the registered memory rather than risk a
 		 * reader's WRITE hitting a deregistered key. */
@@ -485,19 +443,9 @@ static int vw_check_live(struct rdmaq_verbs_writer *w, bool poll_all)
 {
 	uint32_t i;
 
-	for (i = 0; i < w->w.cfg.n_readers; i++) {
-		struct rdmaq_verbs_wpeer *p = &w->peers[i];
-		struct pollfd *pf = &w->pfds[RDMAQ_VERBS_EP_NFDS + i];
-
-		if (!p->attached || p->gone)
-			continue;
-		if (!poll_all && !pf->revents)
-			continue;
-		if (!rdmaq_verbs_live_check(p->live_fd, &p->gone_err))
-			continue;
-		p->gone = true;
-		pf->fd = -1;	/* stop polling it, or ppoll spins */
-	}
+	for (i = 0; i < w->w.cfg.n_readers; i++)
+		if (w->peers[i].attached && (poll_all || w->pfds[RDMAQ_VERBS_EP_NFDS + i].revents))
+			peer_gone(w, i);
 	return 0;
 }
 
@@ -524,7 +472,7 @@ static void vw_finish(void *ep)
 static int vw_check_peer(void *ep)
 {
 	struct rdmaq_verbs_writer *w = to_vwriter(ep);
-	uint32_t i, k;
+	uint32_t i;
 
 	vw_check_live(w, true);
 	for (i = 0; i < w->w.cfg.n_readers; i++) {
@@ -533,17 +481,11 @@ static int vw_check_peer(void *ep)
 
 		if (!peer_open(w, i))
 			continue;
-		if (p->gone) {
-			char why[160];
-
-			rdmaq_verbs_live_why(why, sizeof(why), p->gone_err);
-			return rdmaq_set_err(-EOWNERDEAD, "reader %u (%s) %s", i, p->desc, why);
-		}
-		for (k = 0; k < p->pool->n; k++)
-			rdmaq_verbs_qp_reap(&p->pool->qps[k]);
-		q = peer_broken_qp(p);
+		if (p->live.gone)
+			return rdmaq_verbs_live_err(&p->live, p->who);
+		q = rdmaq_verbs_pool_check(p->pool, true);
 		if (q)
-			return peer_fail_err(w, i, q);
+			return rdmaq_verbs_qp_peer_err(q, p->who);
 	}
 	return 0;
 }
@@ -589,8 +531,9 @@ int rdmaq_verbs_writer_create(struct rdmaq_writer **out, struct rdmaq_verbs_ctx 
 	uint32_t i;
 	int ret;
 
-	if (rdmaq_verbs_ctx_stale(ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	ret = rdmaq_verbs_ctx_check(ctx);
+	if (ret)
+		return ret;
 	ret = rdmaq_config_check(cfg);
 	if (ret)
 		return ret;
@@ -609,7 +552,7 @@ int rdmaq_verbs_writer_create(struct rdmaq_writer **out, struct rdmaq_verbs_ctx 
 		goto clean_w;
 	}
 	for (i = 0; i < cfg->n_readers; i++) {
-		w->peers[i].live_fd = -1;
+		w->peers[i].live.fd = -1;
 		w->pfds[RDMAQ_VERBS_EP_NFDS + i].fd = -1;
 	}
 
@@ -674,7 +617,7 @@ int rdmaq_verbs_writer_info(struct rdmaq_writer *wp, uint32_t index, struct rdma
 		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers", index,
 				     wp->cfg.n_readers);
 	*out = (struct rdmaq_verbs_ep_info){
-		.ep_id = w->ep.id,
+		.ep_id = w->ep.hub.id,
 		.rkey = w->credit_mrs[index]->rkey,
 		.addr = (uintptr_t)&w->credits[index],
 		.key = wp->key,
@@ -687,9 +630,10 @@ int rdmaq_verbs_writer_attach(struct rdmaq_writer *wp, uint32_t index, uint64_t 
 {
 	struct rdmaq_verbs_writer *w = to_vwriter(wp);
 	struct rdmaq_verbs_wpeer *p;
+	int ret = rdmaq_verbs_ctx_check(w->ctx);
 
-	if (rdmaq_verbs_ctx_stale(w->ctx))
-		return rdmaq_set_err(-ESTALE, "verbs context belongs to the parent process (fork)");
+	if (ret)
+		return ret;
 	if (index >= wp->cfg.n_readers)
 		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers", index,
 				     wp->cfg.n_readers);
@@ -709,8 +653,8 @@ int rdmaq_verbs_writer_attach(struct rdmaq_writer *wp, uint32_t index, uint64_t 
 	p->ring_addr = reader->addr;
 	p->rkey = reader->rkey;
 	p->ep_id = reader->ep_id;
-	p->live_fd = live_fd;
-	snprintf(p->desc, sizeof(p->desc), "%s", desc && *desc ? desc : "?");
+	p->live.fd = live_fd;
+	snprintf(p->who, sizeof(p->who), "reader %u (%.95s)", index, desc && *desc ? desc : "?");
 	p->attached = true;
 	w->pfds[RDMAQ_VERBS_EP_NFDS + index].fd = live_fd;
 	w->attached++;
