@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rdmaq_bench.report import contention_key, cpus_label, pace_label, size_label
+from .report import contention_key, cpus_label, pace_label, size_label
 
 COLORS = {"vllm": "tab:red", "rdmaq-shm": "tab:blue", "rdmaq-verbs": "tab:green"}
 

@@ -213,7 +213,7 @@ def tokenizer_main(conn, cpus, policy="normal") -> None:
         pin(cpus)
         be_idle_class(policy)  # before the pool starts: its threads inherit the class
         os.environ["TOKENIZERS_PARALLELISM"] = "true"
-        from rdmaq_bench.tokattack import make_corpus, train_tokenizer
+        from .tokattack import make_corpus, train_tokenizer
 
         corpus = make_corpus(4000)
         tok = train_tokenizer(corpus)

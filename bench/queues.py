@@ -1,6 +1,6 @@
 """The queues under test, behind one small adapter interface.
 
-Every queue is driven by the same writer/reader loops (rdmaq_bench.proc); an
+Every queue is driven by the same writer/reader loops (rdmaq.bench.proc); an
 adapter only knows how to build its queue object and which two bound methods
 send and receive a Python object. Each queue runs with its production
 settings: vLLM's with those of the executor's ``rpc_broadcast_mq``

@@ -16,9 +16,9 @@ import os
 import time
 from multiprocessing.connection import wait as mp_wait
 
-from rdmaq_bench import proc
-from rdmaq_bench.queues import make_adapter
-from rdmaq_bench.stats import analyze
+from . import proc
+from .queues import make_adapter
+from .stats import analyze
 
 
 class CellError(RuntimeError):

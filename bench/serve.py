@@ -24,9 +24,9 @@ import threading
 import time
 from pathlib import Path
 
-from rdmaq_bench import machine
-from rdmaq_bench import serve_attack
-from rdmaq_bench.serve_server import ServerError, VllmServer
+from . import machine
+from . import serve_attack
+from .serve_server import ServerError, VllmServer
 
 SCHEMA = "rdmaq-bench-serve/1"
 QUEUES = ("shm", "rdmaq")
@@ -174,7 +174,7 @@ class StepTimer:
         self.gen = 0
 
     def collect(self, t_start: int, t_end: int, timeout: float = 60) -> dict:
-        from rdmaq_bench.serve_steps import analyze, load_generation, registered_pids
+        from .serve_steps import analyze, load_generation, registered_pids
 
         self.gen += 1
         req = self.dir / "request"
@@ -468,7 +468,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    from rdmaq_bench.serve_report import format_markdown, plot
+    from .serve_report import format_markdown, plot
 
     if args.report:
         with open(args.report) as f:

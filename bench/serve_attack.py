@@ -57,7 +57,7 @@ def tokenizer_main(conn, sched_idle: bool, parallel: bool) -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "true" if parallel else "false"
     if sched_idle:
         _sched_idle()  # threads started later (Rayon's) inherit the policy
-    from rdmaq_bench.tokattack import make_corpus, train_tokenizer
+    from .tokattack import make_corpus, train_tokenizer
 
     corpus = make_corpus(4000)
     tok = train_tokenizer(corpus)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rdmaq_bench.serve_server import role_of
+from .serve_server import role_of
 
 
 def load_generation(directory: Path, gen: int) -> list[dict]:

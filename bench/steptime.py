@@ -242,4 +242,4 @@ def register() -> None:
     except Exception:
         import logging
 
-        logging.getLogger("vllm.rdmaq_bench").exception("rdmaq bench step timing not installed")
+        logging.getLogger("vllm.rdmaq.bench").exception("rdmaq bench step timing not installed")

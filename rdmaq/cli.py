@@ -12,7 +12,7 @@ import sys
 # name -> (module:function taking argv and returning an exit code, help, extra)
 # extra: the pip extra holding the packages the subcommand imports beyond rdmaq's own.
 SUBCOMMANDS = {
-    "bench": ("rdmaq_bench.cli:main", "dequeue latency vs vLLM's MessageQueue, idle and contended",
+    "bench": ("rdmaq.bench.cli:main", "dequeue latency vs vLLM's MessageQueue, idle and contended",
               "bench"),
     "doctor": ("rdmaq.doctor:main", "list RDMA devices, ports, GIDs and usable transports", None),
     "softroce": ("rdmaq.softroce:main", "create or remove a SoftRoCE (rxe) device", None),
@@ -64,7 +64,7 @@ def _run(prog, target, extra, argv):
         return getattr(importlib.import_module(module), func)(argv) or 0
     except ModuleNotFoundError as e:
         top = (e.name or "").split(".")[0]
-        if os.environ.get("RDMAQ_TRACEBACK") == "1" or top in ("", "rdmaq", "rdmaq_bench"):
+        if os.environ.get("RDMAQ_TRACEBACK") == "1" or top in ("", "rdmaq"):
             raise
         return fail(prog, missing_package(top, extra))
 

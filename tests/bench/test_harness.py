@@ -11,8 +11,8 @@ from array import array
 import numpy as np
 import pytest
 
-from rdmaq_bench import cli
-from rdmaq_bench.stats import analyze
+from rdmaq.bench import cli
+from rdmaq.bench.stats import analyze
 
 LAT_KEYS = {"n", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us"}
 
@@ -146,7 +146,7 @@ def test_unavailable_queue_is_skipped_with_a_message(tmp_path, capsys):
 
 
 def test_numpy_percentiles_match_stats():
-    from rdmaq_bench.stats import summarize
+    from rdmaq.bench.stats import summarize
     v = np.arange(1, 1001, dtype=np.int64) * 1000
     s = summarize(v)
     assert s["p50_us"] == pytest.approx(500.5) and s["max_us"] == 1000.0 and s["n"] == 1000
