@@ -3,9 +3,9 @@ the ring, in which slot, and which read vLLM's ZMQ path.  Pure: no vLLM, no queu
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from rdmaq.vllm.placement import ANY_RANK, Placement, place, seat
 
@@ -94,24 +94,25 @@ def test_a_rank_without_a_seat_is_an_error():
         seat(5, [0], None, has_zmq=False)
 
 
-@st.composite
-def _queues(draw):
-    n_local = draw(st.integers(0, 6))
-    n_remote = draw(st.integers(0 if n_local else 1, 6))
-    ranks = draw(st.permutations(range(n_local + n_remote + 1)))  # one rank is the writer's
-    local, remote = ranks[:n_local], ranks[n_local:n_local + n_remote]
-    known = draw(st.booleans())
-    return n_local, local, remote, known
+def _queues():
+    """Every small queue: local and remote reader counts, remote ranks known or not."""
+    for n_local, n_remote in itertools.product(range(4), range(4)):
+        if n_local + n_remote == 0:
+            continue
+        ranks = list(range(1, n_local + n_remote + 1))[::-1]  # rank 0 writes
+        for known in (False, True):
+            yield n_local, ranks[:n_local], ranks[n_local:], known
 
 
-@given(q=_queues(), mode=st.sampled_from(["auto", "ring", "zmq"]), rdma=st.booleans())
-def test_every_reader_has_one_seat_and_the_ring_slots_are_distinct(q, mode, rdma):
-    n_local, local, remote, known = q
-    p = _place(n_local + len(remote), n_local, local, remote if known else None, mode=mode,
-               rdma=rdma)
-    assert p.n_ring + p.n_zmq == n_local + len(remote)
-    seats = [seat(r, p.local_reader_ranks, p.ring_remote_ranks, has_zmq=p.n_zmq > 0)
-             for r in local + remote]
-    ring = [s.index for s in seats if s.index is not None]
-    assert sorted(ring) == list(range(p.n_ring))
-    assert sum(s.kind == "zmq" for s in seats) == p.n_zmq
+@pytest.mark.parametrize("mode", ["auto", "ring", "zmq"])
+@pytest.mark.parametrize("rdma", [False, True])
+def test_every_reader_has_one_seat_and_the_ring_slots_are_distinct(mode, rdma):
+    for n_local, local, remote, known in _queues():
+        p = _place(n_local + len(remote), n_local, local, remote if known else None, mode=mode,
+                   rdma=rdma)
+        assert p.n_ring + p.n_zmq == n_local + len(remote)
+        seats = [seat(r, p.local_reader_ranks, p.ring_remote_ranks, has_zmq=p.n_zmq > 0)
+                 for r in local + remote]
+        ring = [s.index for s in seats if s.index is not None]
+        assert sorted(ring) == list(range(p.n_ring)), (n_local, remote, known, p)
+        assert sum(s.kind == "zmq" for s in seats) == p.n_zmq
