@@ -9,6 +9,8 @@ import sys
 import time
 from importlib import metadata
 
+from rdmaq import sysfs
+
 PACKAGES = ["rdmaq", "vllm", "torch", "pyzmq", "numpy", "psutil", "tokenizers", "cffi"]
 
 
@@ -43,13 +45,6 @@ def _mem_total_gib() -> float | None:
     except OSError:
         pass
     return None
-
-
-def _rdma_devices() -> list[str]:
-    try:
-        return sorted(os.listdir("/sys/class/infiniband"))
-    except OSError:
-        return []
 
 
 def versions() -> dict:
@@ -110,7 +105,7 @@ def describe(label: str | None = None) -> dict:
         "machine": uname.machine,
         "python": sys.version.split()[0],
         "python_impl": platform.python_implementation(),
-        "rdma_devices": _rdma_devices(),
+        "rdma_devices": sysfs.device_names(),
         "versions": versions(),
         "rdmaq_git": _git_commit(),
         "loadavg_start": list(os.getloadavg()),

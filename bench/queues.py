@@ -95,9 +95,9 @@ class RdmaqAdapter(QueueAdapter):
         if self.transport == "verbs":
             if importlib.util.find_spec("rdmaq._rdmaq_verbs") is None:
                 return "rdmaq was built without verbs (no libibverbs headers at build time)"
-            import rdmaq._verbs
+            from rdmaq.transport import verbs
 
-            if not rdmaq._verbs.available():
+            if not verbs.available():
                 return "no ACTIVE RDMA port (see `rdmaq doctor`)"
         return None
 

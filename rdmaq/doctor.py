@@ -7,6 +7,7 @@ rdmaq transports are usable, and what the scheduler gives a waiting reader
 (short slices, tick rate, the idle driver), with advice for each gap.
 ``--clean`` removes queues left in /dev/shm by writers killed early.
 """
+import dataclasses
 import json
 import os
 import platform
@@ -14,8 +15,11 @@ import resource
 import shutil
 import subprocess
 import sys
+from typing import Any
 
-SYSFS = "/sys/class/infiniband"
+from . import sysfs
+
+SYSFS = sysfs.ROOT
 DEBIAN_DIST = "/usr/lib/python3/dist-packages"
 # Rings are registered (pinned): a few MiB per queue.  Below this, advise.
 MEMLOCK_MIN = 64 << 20
@@ -54,45 +58,9 @@ def _gid_text(raw):
     return ":".join(raw[i:i + 4] for i in range(0, 32, 4)) if len(raw) == 32 else raw
 
 
-def devices_from_sysfs():
-    devs = []
-    try:
-        names = sorted(os.listdir(SYSFS))
-    except OSError:
-        return devs
-    for name in names:
-        base = os.path.join(SYSFS, name)
-        d = {"name": name, "node_type": _read(os.path.join(base, "node_type")), "ports": []}
-        try:
-            ports = sorted(os.listdir(os.path.join(base, "ports")), key=int)
-        except (OSError, ValueError):
-            ports = []
-        for p in ports:
-            pb = os.path.join(base, "ports", p)
-            port = {
-                "port": int(p),
-                "state": (_read(os.path.join(pb, "state")) or "?").split(":")[-1].strip(),
-                "phys_state": (_read(os.path.join(pb, "phys_state")) or "?").split(":")[-1].strip(),
-                "link_layer": _read(os.path.join(pb, "link_layer")) or "?",
-                "gids": [],
-            }
-            try:
-                idxs = sorted(os.listdir(os.path.join(pb, "gids")), key=int)
-            except (OSError, ValueError):
-                idxs = []
-            for i in idxs:
-                gid = _read(os.path.join(pb, "gids", i)) or ""
-                if not gid.replace(":", "").strip("0"):
-                    continue
-                port["gids"].append({
-                    "index": int(i),
-                    "gid": gid,
-                    "type": _read(os.path.join(pb, "gid_attrs", "types", i)),
-                    "netdev": _read(os.path.join(pb, "gid_attrs", "ndevs", i)),
-                })
-            d["ports"].append(port)
-        devs.append(d)
-    return devs
+def devices_from_sysfs() -> list[dict[str, Any]]:
+    """The RDMA devices as /sys/class/infiniband lists them (see rdmaq.sysfs)."""
+    return [dataclasses.asdict(d) for d in sysfs.devices()]
 
 
 def devices_from_pyverbs(dev):
@@ -180,7 +148,7 @@ def rxe_status():
 def verbs_extension():
     """(None, None) when rdmaq's verbs extension imports, else (why, the fix)."""
     try:
-        import rdmaq._verbs  # noqa: F401
+        import rdmaq.transport.verbs  # noqa: F401
 
         return None, None
     except ModuleNotFoundError as e:
@@ -390,7 +358,7 @@ def main(argv=None):
                          "attached (a live writer's queue is never touched)")
     args = ap.parse_args(argv)
     if args.clean:
-        from rdmaq._shm import sweep_stale
+        from rdmaq.transport.shm import sweep_stale
 
         removed = sweep_stale()
         print(f"removed {len(removed)} stale queue segment(s)"

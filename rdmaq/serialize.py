@@ -122,7 +122,7 @@ class Serializer:
         p = pickle.Pickler(out, protocol=5, buffer_callback=keep_out_of_band)
         torch = sys.modules.get("torch")  # a program without torch sends no tensors
         if torch is not None and self.reduce_tensor is not None:
-            p.dispatch_table = copyreg.dispatch_table.copy()  # type: ignore[assignment]
+            p.dispatch_table = copyreg.dispatch_table.copy()
             p.dispatch_table[torch.Tensor] = self.reduce_tensor
         p.dump(obj)
         return Pickled(out.parts, out.nbytes, oob)

@@ -12,7 +12,8 @@ import subprocess
 import sys
 import time
 
-from .doctor import SYSFS, rxe_status
+from . import sysfs
+from .doctor import rxe_status
 
 
 class SoftRoceError(Exception):
@@ -50,7 +51,7 @@ def _require_kernel():
     st = rxe_status()
     if st["loaded"]:
         return
-    if not os.path.isdir(SYSFS) and not st["module_file"]:
+    if not os.path.isdir(sysfs.ROOT) and not st["module_file"]:
         raise SoftRoceError(
             f"kernel {st['kernel']} has no RDMA support and no rdma_rxe module: SoftRoCE cannot run "
             "here. Use a kernel with CONFIG_RDMA_RXE (e.g. Debian's linux-image-amd64), or the VM "
@@ -64,17 +65,12 @@ def _require_kernel():
         raise SoftRoceError(f"modprobe rdma_rxe failed: {out}")
 
 
-def _wait_active(name, timeout):
-    state = os.path.join(SYSFS, name, "ports", "1", "state")
+def _wait_active(name: str, timeout: float) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        try:
-            with open(state) as f:
-                if "ACTIVE" in f.read():
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.1)
+        if sysfs.port_state(name, 1) == "ACTIVE":
+            return True
+        time.sleep(0.1)  # the kernel offers nothing to wait on
     return False
 
 
@@ -102,15 +98,8 @@ def up(netdev, name, timeout=10.0):
         raise SoftRoceError(f"{name} was created but port 1 is not ACTIVE after {timeout:g} s "
                             f"(is {netdev} up? `ip link set {netdev} up`)")
     print(f"{name}: SoftRoCE on {netdev}, port 1 ACTIVE")
-    gids = os.path.join(SYSFS, name, "ports", "1", "gids")
-    try:
-        for i in sorted(os.listdir(gids), key=int):
-            with open(os.path.join(gids, i)) as f:
-                g = f.read().strip()
-            if g.replace(":", "").strip("0"):
-                print(f"  GID[{i}] {g}")
-    except OSError:
-        pass
+    for g in sysfs.gids(name, 1):
+        print(f"  GID[{g.index}] {g.gid}")
     return 0
 
 

@@ -10,7 +10,7 @@ def test_index_beyond_the_queue_s_readers(transport):
     check passes, the C attach refuses it."""
     with rdmaq.Writer(2, transport=transport) as w:
         h = w.handle
-        forged = rdmaq.Handle(h.transport, 5, dict(h.info), h.version)
+        forged = rdmaq.Handle(h.transport, 5, h.info, h.version)
         with pytest.raises(ValueError, match="reader index 3 out of range: queue has 2 readers"):
             rdmaq.Reader(forged, 3)
         readers = [rdmaq.Reader(w.handle, i) for i in range(2)]  # the queue is unharmed
