@@ -11,6 +11,7 @@ import sys
 import time
 
 from rdmaq.cli import ArgumentParser, fail, missing_package
+
 from . import machine
 from .queues import ADAPTERS, make_adapter
 
@@ -56,7 +57,7 @@ def parse_cpus(s: str) -> list[int] | None:
     """'all', or a list like 0-3,8,10-11 (as taskset -c)."""
     if s.strip().lower() == "all":
         return None
-    cpus = set()
+    cpus: set[int] = set()
     try:
         for part in s.split(","):
             part = part.strip()
@@ -274,8 +275,8 @@ def main(argv=None) -> int:
         if not _explicit(argv, "--time-cap"):
             args.time_cap = 3.0
 
-    from .runner import run_cell
     from .report import compute_ratios, evaluate_targets
+    from .runner import run_cell
     from .stats import CDF_Q
 
     skipped = {}

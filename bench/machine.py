@@ -48,7 +48,7 @@ def _mem_total_gib() -> float | None:
 
 
 def versions() -> dict:
-    out = {}
+    out: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             out[name] = metadata.version(name)

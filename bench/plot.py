@@ -68,7 +68,7 @@ def plot(result: dict, path: str, size: int | None = None, pace_ns: int | None =
     # last row: p99 against attackers, per queue, for each cpuset/tokenizer setting
     for j, rd in enumerate(readers):
         ax = axes[nrows - 1][j]
-        series = {}
+        series: dict = {}
         for c in cells:
             if c["readers"] != rd:
                 continue

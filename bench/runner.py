@@ -48,9 +48,9 @@ def _expect(peers, tag, timeout):
             if obj in pending:
                 p = pending[obj]
                 try:
-                    msg = obj.recv()
+                    msg = p.conn.recv()
                 except EOFError:
-                    raise CellError(f"{p.name} closed its pipe (exit code {p.process.exitcode})")
+                    raise CellError(f"{p.name} closed its pipe (exit code {p.process.exitcode})") from None
                 if msg[0] == "error":
                     raise CellError(f"{p.name} failed:\n{msg[1]}")
                 if msg[0] != tag:

@@ -11,6 +11,7 @@ import multiprocessing as mp
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -102,8 +103,9 @@ def start(setting: str, n_hogs: int, timeout: float = 300) -> Attackers:
     """Start the setting's attackers and return once each says it is running."""
     s = SETTINGS[setting]
     ctx = mp.get_context("spawn")
-    procs, conns = [], []
-    jobs = []
+    procs: list = []
+    conns: list = []
+    jobs: list[tuple[Any, tuple]] = []
     if s["hogs"]:
         jobs += [(hog_main, (s["sched_idle"],))] * n_hogs
     if s["tokenizer"]:

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import errors, serialize
 from .handle import Handle
@@ -45,6 +45,7 @@ def resolve_transport(transport: str) -> str:
     return "verbs" if verbs.available() else "shm"
 
 
+_E = TypeVar("_E", bound="_Endpoint")
 _NS_FOREVER = 1 << 62  # timeouts beyond this (~146 years) mean "no timeout"
 
 
@@ -163,9 +164,12 @@ class _Endpoint:
     def _check(self, rc: int, what: str) -> None:
         errors.raise_for(rc, f"{self._kind} {what}", self._lib, self._ffi)
 
-    def _enter(self) -> None:
+    def _check_open(self) -> None:
         if self._closed:
             raise errors.ClosedError(f"{self._kind} is closed")
+
+    def _enter(self) -> None:
+        self._check_open()
         self._op.acquire()
         if self._closed:  # closed while we waited for the lock
             self._op.release()
@@ -247,7 +251,7 @@ class _Endpoint:
                 self._ptr = None
             self._b.close()
 
-    def __enter__(self) -> _Endpoint:
+    def __enter__(self: _E) -> _E:
         return self
 
     def __exit__(self, *exc: object) -> None:

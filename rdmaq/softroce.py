@@ -5,12 +5,15 @@ then waits for the port to become ACTIVE with a RoCEv2 GID; ``down``
 removes the device.  Both need root and a kernel that ships rdma_rxe;
 otherwise they say what is missing instead of failing obscurely.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 from . import sysfs
 from .doctor import rxe_status
@@ -20,7 +23,7 @@ class SoftRoceError(Exception):
     pass
 
 
-def _run(cmd):
+def _run(cmd: list[str]) -> tuple[int, str]:
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     except FileNotFoundError:
@@ -30,12 +33,12 @@ def _run(cmd):
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
-def _rxe_devices():
+def _rxe_devices() -> dict[str, str]:
     """name -> netdev of the RDMA links (`rdma link show`)."""
     if not shutil.which("rdma"):
         return {}
     rc, out = _run(["rdma", "link", "show"])
-    devs = {}
+    devs: dict[str, str] = {}
     if rc != 0:
         return devs
     for line in out.splitlines():
@@ -47,7 +50,7 @@ def _rxe_devices():
     return devs
 
 
-def _require_kernel():
+def _require_kernel() -> None:
     st = rxe_status()
     if st["loaded"]:
         return
@@ -74,7 +77,7 @@ def _wait_active(name: str, timeout: float) -> bool:
     return False
 
 
-def up(netdev, name, timeout=10.0):
+def up(netdev: str, name: str, timeout: float = 10.0) -> int:
     if not os.path.exists(f"/sys/class/net/{netdev}"):
         raise SoftRoceError(f"no network interface {netdev!r} (see `ip link`)")
     _require_kernel()
@@ -103,7 +106,7 @@ def up(netdev, name, timeout=10.0):
     return 0
 
 
-def down(name):
+def down(name: str) -> int:
     if not shutil.which("rdma"):
         raise SoftRoceError("the `rdma` tool is missing (apt-get install iproute2)")
     existing = _rxe_devices()
@@ -118,7 +121,7 @@ def down(name):
     return 0
 
 
-def status():
+def status() -> int:
     devs = _rxe_devices()
     st = rxe_status()
     print(f"rdma_rxe: {'loaded' if st['loaded'] else ('available' if st['module_file'] else 'not available')}"
@@ -130,7 +133,7 @@ def status():
     return 0
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rdmaq softroce", description="Create or remove SoftRoCE (rxe) devices.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     u = sub.add_parser("up", help="create an rxe device on a network interface")

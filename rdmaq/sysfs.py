@@ -37,7 +37,8 @@ class Device:
     ports: list[Port]
 
 
-def _read(path: str) -> str | None:
+def read(path: str) -> str | None:
+    """A sysfs file's one value, stripped; None if it cannot be read."""
     try:
         with open(path) as f:
             return f.read().strip()
@@ -68,7 +69,7 @@ def device_names(root: str = ROOT) -> list[str]:
 
 def port_state(device: str, port: int, root: str = ROOT) -> str | None:
     """A port's state ("ACTIVE", "DOWN", ...), or None if there is no such port."""
-    raw = _read(os.path.join(root, device, "ports", str(port), "state"))
+    raw = read(os.path.join(root, device, "ports", str(port), "state"))
     return None if raw is None else _state(raw)
 
 
@@ -84,11 +85,11 @@ def gids(device: str, port: int, root: str = ROOT) -> list[Gid]:
     base = os.path.join(root, device, "ports", str(port))
     out = []
     for i in _numbers(os.path.join(base, "gids")):
-        gid = _read(os.path.join(base, "gids", str(i))) or ""
+        gid = read(os.path.join(base, "gids", str(i))) or ""
         if not gid.replace(":", "").strip("0"):
             continue
-        out.append(Gid(i, gid, _read(os.path.join(base, "gid_attrs", "types", str(i))),
-                       _read(os.path.join(base, "gid_attrs", "ndevs", str(i)))))
+        out.append(Gid(i, gid, read(os.path.join(base, "gid_attrs", "types", str(i))),
+                       read(os.path.join(base, "gid_attrs", "ndevs", str(i)))))
     return out
 
 
@@ -97,10 +98,10 @@ def devices(root: str = ROOT) -> list[Device]:
     out = []
     for name in device_names(root):
         base = os.path.join(root, name)
-        ports = [Port(p, _state(_read(os.path.join(base, "ports", str(p), "state"))),
-                      _state(_read(os.path.join(base, "ports", str(p), "phys_state"))),
-                      _read(os.path.join(base, "ports", str(p), "link_layer")) or "?",
+        ports = [Port(p, _state(read(os.path.join(base, "ports", str(p), "state"))),
+                      _state(read(os.path.join(base, "ports", str(p), "phys_state"))),
+                      read(os.path.join(base, "ports", str(p), "link_layer")) or "?",
                       gids(name, p, root))
                  for p in _numbers(os.path.join(base, "ports"))]
-        out.append(Device(name, _read(os.path.join(base, "node_type")), ports))
+        out.append(Device(name, read(os.path.join(base, "node_type")), ports))
     return out

@@ -7,7 +7,7 @@ SHM = "/dev/shm"
 TRANSPORTS = ("shm", "verbs")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def why_no_verbs():
     """None when the verbs transport can run here, else the reason it cannot."""
     try:

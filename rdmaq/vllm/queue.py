@@ -28,17 +28,17 @@ import pickle
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 import torch.distributed as dist
 from torch.distributed import ProcessGroup
+from vllm.distributed.device_communicators import shm_broadcast as _sb
+from vllm.distributed.utils import StatelessProcessGroup
 
 import rdmaq
 from rdmaq import serialize
-from vllm.distributed.device_communicators import shm_broadcast as _sb
-from vllm.distributed.utils import StatelessProcessGroup
 
 from . import _stats
 from ._geometry import ring_geometry
@@ -48,15 +48,16 @@ from .placement import place, seat
 logger = logging.getLogger("vllm.rdmaq")
 
 # vLLM's class, captured before any plugin patch replaces the module attribute.
-VllmMessageQueue = getattr(_sb, "_rdmaq_original_MessageQueue", _sb.MessageQueue)
-VllmHandle = _sb.Handle
+# (vLLM ships no types: both are Any to the type checker.)
+VllmMessageQueue: Any = getattr(_sb, "_rdmaq_original_MessageQueue", _sb.MessageQueue)
+VllmHandle: Any = _sb.Handle
 
 # Same threshold as vLLM: buffers of 1 MiB and more travel out of band.
 OOB_MIN_BYTES = 1024 * 1024
 
 
 @dataclass
-class RdmaqHandle(VllmHandle):
+class RdmaqHandle(VllmHandle):  # type: ignore[misc]
     """vLLM's ``Handle`` plus the rdmaq ring.  ``local_reader_ranks`` and
     ``remote_subscribe_addr`` keep vLLM's meanings (the executor reads both)."""
 
@@ -76,7 +77,7 @@ def _serializer() -> serialize.Serializer:
     return serialize.Serializer(OOB_MIN_BYTES, getattr(_sb, "_reduce_tensor", None))
 
 
-def _close_endpoints(pid: int, endpoints: list) -> None:
+def _close_endpoints(pid: int, endpoints: list[Any]) -> None:
     # A forked child inherits the parent's queues; it must not close them.
     if os.getpid() != pid:
         return
@@ -87,16 +88,20 @@ def _close_endpoints(pid: int, endpoints: list) -> None:
             logger.debug("rdmaq: closing %r failed: %s", ep, e)
 
 
-class RdmaqMessageQueue(VllmMessageQueue):
+class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
     # Instances built by vLLM's own code paths (a vLLM Handle given to
     # create_from_handle while the module attribute points here) keep vLLM's
     # behaviour: every override checks this flag first.
     _rdmaq = False
+    _writer: rdmaq.Writer | None
+    _reader: rdmaq.Reader | None
+    _remote: Any  # RemoteWriter (the writer's) or RemoteReader (a remote reader's), or None
+    remote_socket: Any
 
     def __init__(
         self,
-        n_reader,
-        n_local_reader,
+        n_reader: int,
+        n_local_reader: int,
         local_reader_ranks: list[int] | None = None,
         max_chunk_bytes: int = 1024 * 1024 * 24,
         max_chunks: int = 10,
@@ -193,18 +198,18 @@ class RdmaqMessageQueue(VllmMessageQueue):
         self._reader = None
         self._remote = None
 
-    def _finalizer_for(self, endpoints: list) -> None:
+    def _finalizer_for(self, endpoints: list[Any]) -> None:
         eps = [e for e in endpoints if e is not None]
         fin = weakref.finalize(self, _close_endpoints, self._pid, eps)
         fin.atexit = False
         _stats.track(self)
 
     # ------------------------------------------------------------------ handle
-    def export_handle(self):
+    def export_handle(self) -> RdmaqHandle:
         return self.handle
 
     @staticmethod
-    def create_from_handle(handle, rank) -> VllmMessageQueue:
+    def create_from_handle(handle: Any, rank: int) -> Any:
         if not isinstance(handle, RdmaqHandle):
             # A handle from vLLM's own queue: vLLM's own reader.
             return VllmMessageQueue.create_from_handle(handle, rank)
@@ -223,7 +228,7 @@ class RdmaqMessageQueue(VllmMessageQueue):
         role = where.role
         self._is_local_reader = where.kind == "local"
         self._is_remote_reader = not self._is_local_reader
-        self.local_reader_rank = where.index if where.kind == "local" else -1
+        self.local_reader_rank = where.index if where.index is not None and where.kind == "local" else -1
         if where.index is not None:
             self._reader = rdmaq.Reader(handle.ring, where.index)
         else:
@@ -237,10 +242,11 @@ class RdmaqMessageQueue(VllmMessageQueue):
         return self
 
     # ------------------------------------------------------------------ setup
-    def wait_until_ready(self):
+    def wait_until_ready(self) -> None:
         """Collective: the writer and every reader call it once."""
         if not self._rdmaq:
-            return super().wait_until_ready()
+            super().wait_until_ready()
+            return
         try:
             if self._is_writer:
                 if self._writer is not None:
@@ -254,11 +260,12 @@ class RdmaqMessageQueue(VllmMessageQueue):
         except rdmaq.ClosedError:
             raise _cancelled() from None
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         """Wake a ``dequeue``/``enqueue`` blocked in another thread; it raises
         ``RuntimeError("cancelled")``.  Safe to call from any thread, twice."""
         if not self._rdmaq:
-            return super().shutdown()
+            super().shutdown()
+            return
         if self.shutting_down:
             return
         self.shutting_down = True
@@ -271,10 +278,11 @@ class RdmaqMessageQueue(VllmMessageQueue):
                     ep.close()
 
     # ------------------------------------------------------------------ data
-    def enqueue(self, obj, timeout: float | None = None):
+    def enqueue(self, obj: Any, timeout: float | None = None) -> None:
         """Write to message queue with optional timeout (in seconds)"""
         if not self._rdmaq:
-            return super().enqueue(obj, timeout)
+            super().enqueue(obj, timeout)
+            return
         if not self._is_writer:
             raise RuntimeError("Only writers can enqueue")
         if self.shutting_down:
@@ -290,7 +298,7 @@ class RdmaqMessageQueue(VllmMessageQueue):
             self._remote.send([b"".join(pickled.stream), *pickled.buffers])
         self._stats.count(pickled.stream_bytes + sum(b.nbytes for b in pickled.buffers))
 
-    def dequeue(self, timeout: float | None = None, indefinite: bool = False):
+    def dequeue(self, timeout: float | None = None, indefinite: bool = False) -> Any:
         """Read from message queue with optional timeout (in seconds)"""
         if not self._rdmaq:
             return super().dequeue(timeout, indefinite)
@@ -298,7 +306,7 @@ class RdmaqMessageQueue(VllmMessageQueue):
             raise RuntimeError("Only readers can dequeue")
         if self.shutting_down:
             raise _cancelled()
-        get = self._reader.get if self._reader is not None else self._remote.recv
+        get: Callable[..., Any] = self._reader.get if self._reader is not None else self._remote.recv
         try:
             msg = self._wait(get, timeout, indefinite)
         except rdmaq.ClosedError:
@@ -310,7 +318,7 @@ class RdmaqMessageQueue(VllmMessageQueue):
         self._stats.count(sum(len(f) for f in frames))
         return pickle.loads(frames[0], buffers=frames[1:])
 
-    def _wait(self, get, timeout: float | None, indefinite: bool):
+    def _wait(self, get: Callable[..., Any], timeout: float | None, indefinite: bool) -> Any:
         """Call ``get`` in slices so that, like vLLM, a reader waiting longer
         than VLLM_RINGBUFFER_WARNING_INTERVAL logs it unless ``indefinite``."""
         start = time.monotonic()
@@ -336,28 +344,28 @@ class RdmaqMessageQueue(VllmMessageQueue):
                     _sb.logger.info(_sb.LONG_WAIT_TIME_LOG_MSG, interval)
                     n_warning += 1
 
-    def broadcast_object(self, obj=None):
+    def broadcast_object(self, obj: Any = None) -> Any:
         if self._is_writer:
             self.enqueue(obj)
             return obj
         return self.dequeue()
 
     # ------------------------------------------------------------ not offered
-    def acquire_write(self, timeout: float | None = None):
+    def acquire_write(self, timeout: float | None = None) -> Any:
         if not self._rdmaq:
             return super().acquire_write(timeout)
         raise NotImplementedError(
             "rdmaq MessageQueue has no chunk-level access; use enqueue()"
         )
 
-    def acquire_read(self, timeout: float | None = None, indefinite: bool = False):
+    def acquire_read(self, timeout: float | None = None, indefinite: bool = False) -> Any:
         if not self._rdmaq:
             return super().acquire_read(timeout, indefinite)
         raise NotImplementedError(
             "rdmaq MessageQueue has no chunk-level access; use dequeue()"
         )
 
-    def rdmaq_stats(self) -> dict:
+    def rdmaq_stats(self) -> dict[str, Any]:
         """Counters of this endpoint: ours plus the rdmaq ring's."""
         return _stats.snapshot(self)
 
@@ -365,11 +373,11 @@ class RdmaqMessageQueue(VllmMessageQueue):
     @staticmethod
     def create_from_process_group_single_reader(
         pg: ProcessGroup,
-        max_chunk_bytes,
-        max_chunks,
+        max_chunk_bytes: int,
+        max_chunks: int,
         reader_rank: int = 0,
         blocking: bool = False,
-    ):
+    ) -> tuple[RdmaqMessageQueue, list[Any]]:
         """Every rank writes its own queue with one reader, ``reader_rank``;
         the handles are gathered there (same as vLLM)."""
         from vllm.platforms import current_platform
@@ -397,12 +405,12 @@ class RdmaqMessageQueue(VllmMessageQueue):
     @staticmethod
     def create_from_process_group(
         pg: ProcessGroup | StatelessProcessGroup,
-        max_chunk_bytes,
-        max_chunks,
+        max_chunk_bytes: int,
+        max_chunks: int,
         writer_rank: int = 0,
-        external_writer_handle=None,
+        external_writer_handle: Any = None,
         blocking: bool = True,
-    ):
+    ) -> Any:
         """One writer (``writer_rank``), every other rank of ``pg`` a reader:
         same-node ranks read locally, the others remotely (same as vLLM)."""
         if isinstance(pg, ProcessGroup):

@@ -14,9 +14,9 @@ import time
 import pytest
 
 import rdmaq
+from children import CTX, TIMEOUT
 from rdmaq.handle import ShmInfo
 from rdmaq.transport import shm
-from children import CTX, TIMEOUT
 
 SHM = "/dev/shm"
 # csrc/shm.c: hdr (64) | writer wait (64) | attach[n] (64 each) | credit[n] (64 each) | ring

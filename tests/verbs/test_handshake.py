@@ -18,10 +18,10 @@ import pytest
 import zmq
 
 import rdmaq
+from children import checksum_reader, start
 from rdmaq.handle import VerbsInfo
 from rdmaq.transport.verbs.device import open_context
 from rdmaq.transport.verbs.protocol import PROTO
-from children import checksum_reader, start
 
 GEOMETRY = {"n_readers": 1, "slot_bytes": 1024, "slots": 8}
 

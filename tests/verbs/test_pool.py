@@ -8,9 +8,9 @@ import time
 import zmq
 
 import rdmaq
+from children import CTX, start
 from rdmaq.transport import verbs
 from rdmaq.transport.verbs import device
-from children import CTX, start
 from vhelpers import pool_peer, threaded_readers
 
 

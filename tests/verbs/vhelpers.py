@@ -11,7 +11,6 @@ import rdmaq
 from rdmaq.transport import verbs
 from rdmaq.transport.verbs import device
 
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "..", "..", "csrc")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import errno
+import functools
 import os
 import socket
 import time
@@ -19,12 +20,21 @@ from typing import TypeVar, cast
 import zmq
 
 from ... import errors
+from ..._rdmaq_verbs import ffi, lib
 from ...fields import U32, Bad, attr, integer
 from ...handle import Handle, VerbsInfo
-from ..._rdmaq_verbs import ffi, lib
 from . import net, protocol, wire
-from .device import (check, exposed_of, exposed_struct, open_context, port_struct, process_id,
-                     process_stats, qp_array, qps_of)
+from .device import (
+    check,
+    exposed_of,
+    exposed_struct,
+    open_context,
+    port_struct,
+    process_id,
+    process_stats,
+    qp_array,
+    qps_of,
+)
 from .protocol import Accepted, Attach, Attached, Done, Refused
 from .wire import MAX_QPS, Exposed, Pool
 from .writer import local_writer
@@ -110,9 +120,8 @@ class ReaderBackend:
                     self._send_attach(deadline)
                     self._stage = _Stage.AWAIT_ACCEPTED
                 case _Stage.AWAIT_ACCEPTED:
-                    offered = self._new_qps
-                    reply = self._recv(deadline, lambda raw: protocol.decode_accepted(
-                        raw, qps_required=offered is not None))
+                    reply = self._recv(deadline, functools.partial(
+    protocol.decode_accepted, qps_required=self._new_qps is not None))
                     if isinstance(reply, Refused) and reply.stale_pool:
                         lib.rdmaq_verbs_pool_abort(self._ctx.ptr, self._pool)  # we had it, they do not
                         self._pool, self._stage = None, _Stage.ATTACH

@@ -11,8 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ...fields import (U24, U32, U64, Bad, array, attr, get, hexbytes, integer, obj, raw_bytes,
-                       show, text)
+from ...fields import U24, U32, U64, Bad, array, attr, get, hexbytes, integer, obj, raw_bytes, show, text
 from ...handle import VerbsInfo
 
 # A message above this is not ours: zmq drops the connection (MAXMSGSIZE).
