@@ -21,13 +21,22 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from ... import errors
+from ..._rdmaq_verbs import ffi, lib
 from ...fields import Bad
 from ...handle import Handle, VerbsInfo
 from .. import RingConfig
-from ..._rdmaq_verbs import ffi, lib
 from . import net, protocol
-from .device import (check, exposed_of, exposed_struct, open_context, port_struct, process_id,
-                     process_stats, qp_array, qps_of)
+from .device import (
+    check,
+    exposed_of,
+    exposed_struct,
+    open_context,
+    port_struct,
+    process_id,
+    process_stats,
+    qp_array,
+    qps_of,
+)
 from .protocol import Accepted, Attach, Attached, Done, Refused, Reply, Request
 from .wire import Address, Exposed, Geometry, Pool
 
@@ -120,6 +129,8 @@ class WriterBackend:
     # -- readers in this process ----------------------------------------------
     def attach_local(self, reader: ReaderBackend, index: int, geometry: Geometry) -> None:
         """Connect a reader of this process: the loopback pool, a socketpair for liveness."""
+        if index >= self._n:  # as _answer checks a remote reader's
+            raise ValueError(f"reader index {index} out of range: queue has {self._n} readers")
         if geometry != self._geometry:
             raise ValueError(f"reader {index}'s handle describes rings of {geometry}, this writer's "
                              f"are {self._geometry}")
