@@ -295,7 +295,7 @@ def main(argv=None) -> int:
     subruns = make_subruns(sizes, paces, args)
     result = {
         "schema": SCHEMA,
-        "argv": argv,
+        "argv": machine.recorded_argv(argv),
         "config": {"queues": usable, "readers": readers, "sizes": sizes, "paces_ns": paces,
                    "attackers": attackers, "cpus": cpus, "tokenizer_attacker": args.tokenizer_attacker,
                    "attacker_policy": args.attacker_policy,

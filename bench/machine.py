@@ -90,6 +90,18 @@ def _git_commit() -> str | None:
     return None
 
 
+def recorded_argv(argv: list[str]) -> list[str]:
+    """The command line as a results file records it: a path keeps only its last
+    component, so a file meant to be shared says nothing of the machine's directories."""
+    out = []
+    for a in argv:
+        flag, eq, value = a.partition("=") if a.startswith("--") else ("", "", a)
+        if "/" in value:
+            value = os.path.basename(value.rstrip("/")) or value
+        out.append(flag + eq + value)
+    return out
+
+
 def describe(label: str | None = None) -> dict:
     uname = platform.uname()
     return {

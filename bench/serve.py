@@ -325,7 +325,7 @@ def sweep(args, vllm: str, model: Path, out: Path, queues: list[str], settings: 
     n_hogs = args.hogs if args.hogs is not None else len(os.sched_getaffinity(0))
     result: dict[str, Any] = {
         "schema": SCHEMA,
-        "argv": sys.argv[1:],
+        "argv": machine.recorded_argv(sys.argv[1:]),
         "config": {"queues": queues, "settings": settings, "runs": args.runs, "hogs": n_hogs,
                    "rate": args.rate, "concurrency": args.concurrency,
                    "num_prompts": args.num_prompts, "input_len": args.input_len,
