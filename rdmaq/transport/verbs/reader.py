@@ -23,18 +23,7 @@ from ... import errors
 from ..._rdmaq_verbs import ffi, lib
 from ...fields import U32, Bad, attr, integer
 from ...handle import Handle, VerbsInfo
-from . import net, protocol, wire
-from .device import (
-    check,
-    exposed_of,
-    exposed_struct,
-    open_context,
-    port_struct,
-    process_id,
-    process_stats,
-    qp_array,
-    qps_of,
-)
+from . import device, net, protocol, wire
 from .protocol import Accepted, Attach, Attached, Done, Refused
 from .wire import MAX_QPS, Exposed, Pool
 from .writer import local_writer
@@ -66,12 +55,12 @@ class ReaderBackend:
         self._writer_proc = info.writer
         self._writer_desc = net.describe(info.pid, info.host)
         self._index = index
-        self._ctx = open_context()
+        self._ctx = device.open_context()
         cfg = ffi.new("struct rdmaq_config *", {
             "n_readers": self._geometry.n_readers, "slot_bytes": self._geometry.slot_bytes,
             "slots": self._geometry.slots, "max_message": info.max_message, "spin_ns": spin_ns})
         out = ffi.new("struct rdmaq_reader **")
-        check(lib.rdmaq_verbs_reader_create(out, self._ctx.ptr, cfg, index), f"verbs reader {index}")
+        device.check(lib.rdmaq_verbs_reader_create(out, self._ctx.ptr, cfg, index), f"verbs reader {index}")
         self.ptr = out[0]
         self._dealer: zmq.Socket[bytes] | None = None
         self._live: socket.socket | None = None
@@ -79,7 +68,7 @@ class ReaderBackend:
         self._stage = _Stage.ATTACH
         self._pool: int | None = None
         self._new_qps: tuple[wire.QpInfo, ...] | None = None  # our half of a pending pool
-        local = local_writer(self._queue) if self._writer_proc == process_id() else None
+        local = local_writer(self._queue) if self._writer_proc == device.process_id() else None
         if local is not None:
             try:
                 local.attach_local(self, index, self._geometry)
@@ -142,7 +131,7 @@ class ReaderBackend:
             queue=self._queue,
             index=self._index,
             geometry=self._geometry,
-            proc=process_id(),
+            proc=device.process_id(),
             pid=os.getpid(),
             host=socket.gethostname(),
             port=self._ctx.port,
@@ -154,7 +143,7 @@ class ReaderBackend:
     def _ring(self) -> Exposed:
         e = ffi.new("struct rdmaq_verbs_ep_info *")
         lib.rdmaq_verbs_reader_info(self.ptr, e)
-        return exposed_of(e)
+        return device.exposed_of(e)
 
     def _find_pool(self, deadline: float | None) -> Pool:
         """This process's pool to the writer's process: reuse, or prepare one."""
@@ -170,10 +159,10 @@ class ReaderBackend:
                 rc = lib.rdmaq_verbs_pool_prepare(self._ctx.ptr, self._writer_proc, pool, qps,
                                                   MAX_QPS, n)
                 if rc == 0:
-                    self._pool, self._new_qps = pool[0], qps_of(qps, n[0])
+                    self._pool, self._new_qps = pool[0], device.qps_of(qps, n[0])
                     return Pool(pool[0], self._new_qps)
             if rc != -errno.EINPROGRESS:
-                check(rc, f"verbs reader {self._index}: QP pool")
+                device.check(rc, f"verbs reader {self._index}: QP pool")
             # Another thread of ours is connecting a pool to the same writer.
             if net.poll_s(deadline) is None:
                 raise TimeoutError(f"verbs reader {self._index} wait_ready: timed out waiting for "
@@ -241,11 +230,11 @@ class ReaderBackend:
         assert self._pool is not None and self._live is not None
         if self._new_qps is not None:
             qps = reply.pool.qps or ()
-            rc = lib.rdmaq_verbs_pool_complete(self._ctx.ptr, self._pool, port_struct(reply.port),
-                                               qp_array(qps), len(qps))
+            rc = lib.rdmaq_verbs_pool_complete(self._ctx.ptr, self._pool, device.port_struct(reply.port),
+                                               device.qp_array(qps), len(qps))
             self._new_qps = None  # completed, or freed by the failure
-            check(rc, f"verbs reader {self._index}: connect QPs")
-        check(lib.rdmaq_verbs_reader_connect(self.ptr, self._pool, exposed_struct(reply.writer),
+            device.check(rc, f"verbs reader {self._index}: connect QPs")
+        device.check(lib.rdmaq_verbs_reader_connect(self.ptr, self._pool, device.exposed_struct(reply.writer),
                                              self._live.fileno(), self._writer_desc.encode()),
               f"verbs reader {self._index}: connect")
         self._live.detach()  # C owns it now
@@ -262,7 +251,7 @@ class ReaderBackend:
             self._dealer = None
 
     def extra_stats(self) -> dict[str, int]:
-        return process_stats()
+        return device.process_stats()
 
     def close(self) -> None:
         self._abort_pool()
