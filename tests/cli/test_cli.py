@@ -157,6 +157,15 @@ def test_build_names_the_missing_headers(tmp_path, monkeypatch):
     assert _build.verbs_skip_reason() is None
 
 
+def test_every_package_of_the_tree_is_shipped():
+    """pyproject.toml lists the packages: a new subpackage of rdmaq/ must be in the list."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    in_tree = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "rdmaq").rglob("__init__.py")}
+    assert in_tree | {"rdmaq.bench"} == listed
+
+
 def test_one_top_level_package():
     """The wheel installs `rdmaq` alone (the benchmark ships as rdmaq.bench), and every
     entry point it declares names a module that exists."""
