@@ -110,7 +110,7 @@ class ReaderBackend:
                     self._stage = _Stage.AWAIT_ACCEPTED
                 case _Stage.AWAIT_ACCEPTED:
                     reply = self._recv(deadline, functools.partial(
-    protocol.decode_accepted, qps_required=self._new_qps is not None))
+                        protocol.decode_accepted, qps_required=self._new_qps is not None))
                     if isinstance(reply, Refused) and reply.stale_pool:
                         lib.rdmaq_verbs_pool_abort(self._ctx.ptr, self._pool)  # we had it, they do not
                         self._pool, self._stage = None, _Stage.ATTACH
