@@ -11,8 +11,9 @@ import sys
 import time
 
 from rdmaq.cli import ArgumentParser, fail, missing_package
-from rdmaq_bench import machine
-from rdmaq_bench.queues import ADAPTERS, make_adapter
+
+from . import machine
+from .queues import ADAPTERS, make_adapter
 
 DEFAULT_QUEUES = "rdmaq-shm,rdmaq-verbs,vllm"
 SCHEMA = "rdmaq-bench/1"
@@ -56,7 +57,7 @@ def parse_cpus(s: str) -> list[int] | None:
     """'all', or a list like 0-3,8,10-11 (as taskset -c)."""
     if s.strip().lower() == "all":
         return None
-    cpus = set()
+    cpus: set[int] = set()
     try:
         for part in s.split(","):
             part = part.strip()
@@ -157,7 +158,7 @@ def make_subruns(sizes, paces, args) -> list[dict]:
 
 
 def _progress_factory(stream):
-    from rdmaq_bench.report import pace_label, size_label
+    from .report import pace_label, size_label
 
     def progress(cell, s, k, total):
         lm = s["latency_max_over_readers"] or {}
@@ -172,11 +173,11 @@ def _progress_factory(stream):
 
 
 def finish(result, args) -> None:
-    from rdmaq_bench.report import format_markdown, format_tables
+    from .report import format_markdown, format_tables
 
     print(format_markdown(result) if args.markdown else format_tables(result), file=sys.stdout)
     if args.plot:
-        from rdmaq_bench.plot import plot
+        from .plot import plot
 
         plot(result, args.plot,
              size=parse_size(args.plot_size) if args.plot_size else None,
@@ -210,7 +211,7 @@ def _write_json(path, result) -> None:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"]:  # end-to-end vLLM serving benchmark: its own options
-        from rdmaq_bench.serve import main as serve_main
+        from .serve import main as serve_main
 
         return serve_main(argv[1:])
     parser = build_parser()
@@ -254,7 +255,7 @@ def main(argv=None) -> int:
             parser.error(f"--from-json: {args.from_json} is not JSON: {e}")
         if not isinstance(result, dict) or result.get("schema") != SCHEMA:
             parser.error(f"--from-json: {args.from_json} is not a {SCHEMA} file")
-        from rdmaq_bench.report import compute_ratios, evaluate_targets
+        from .report import compute_ratios, evaluate_targets
 
         # recompute, so that a newer report module reads older files the same way
         result["ratios"] = compute_ratios(result["cells"])
@@ -274,9 +275,9 @@ def main(argv=None) -> int:
         if not _explicit(argv, "--time-cap"):
             args.time_cap = 3.0
 
-    from rdmaq_bench.runner import run_cell
-    from rdmaq_bench.report import compute_ratios, evaluate_targets
-    from rdmaq_bench.stats import CDF_Q
+    from .report import compute_ratios, evaluate_targets
+    from .runner import run_cell
+    from .stats import CDF_Q
 
     skipped = {}
     usable = []
@@ -294,7 +295,7 @@ def main(argv=None) -> int:
     subruns = make_subruns(sizes, paces, args)
     result = {
         "schema": SCHEMA,
-        "argv": argv,
+        "argv": machine.recorded_argv(argv),
         "config": {"queues": usable, "readers": readers, "sizes": sizes, "paces_ns": paces,
                    "attackers": attackers, "cpus": cpus, "tokenizer_attacker": args.tokenizer_attacker,
                    "attacker_policy": args.attacker_policy,

@@ -9,6 +9,8 @@ import sys
 import time
 from importlib import metadata
 
+from rdmaq import sysfs
+
 PACKAGES = ["rdmaq", "vllm", "torch", "pyzmq", "numpy", "psutil", "tokenizers", "cffi"]
 
 
@@ -45,15 +47,8 @@ def _mem_total_gib() -> float | None:
     return None
 
 
-def _rdma_devices() -> list[str]:
-    try:
-        return sorted(os.listdir("/sys/class/infiniband"))
-    except OSError:
-        return []
-
-
 def versions() -> dict:
-    out = {}
+    out: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             out[name] = metadata.version(name)
@@ -95,6 +90,18 @@ def _git_commit() -> str | None:
     return None
 
 
+def recorded_argv(argv: list[str]) -> list[str]:
+    """The command line as a results file records it: a path keeps only its last
+    component, so a file meant to be shared says nothing of the machine's directories."""
+    out = []
+    for a in argv:
+        flag, eq, value = a.partition("=") if a.startswith("--") else ("", "", a)
+        if "/" in value:
+            value = os.path.basename(value.rstrip("/")) or value
+        out.append(flag + eq + value)
+    return out
+
+
 def describe(label: str | None = None) -> dict:
     uname = platform.uname()
     return {
@@ -110,7 +117,7 @@ def describe(label: str | None = None) -> dict:
         "machine": uname.machine,
         "python": sys.version.split()[0],
         "python_impl": platform.python_implementation(),
-        "rdma_devices": _rdma_devices(),
+        "rdma_devices": sysfs.device_names(),
         "versions": versions(),
         "rdmaq_git": _git_commit(),
         "loadavg_start": list(os.getloadavg()),

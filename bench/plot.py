@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rdmaq_bench.report import contention_key, cpus_label, pace_label, size_label
+from .report import contention_key, cpus_label, pace_label, size_label
 
 COLORS = {"vllm": "tab:red", "rdmaq-shm": "tab:blue", "rdmaq-verbs": "tab:green"}
 
@@ -68,7 +68,7 @@ def plot(result: dict, path: str, size: int | None = None, pace_ns: int | None =
     # last row: p99 against attackers, per queue, for each cpuset/tokenizer setting
     for j, rd in enumerate(readers):
         ax = axes[nrows - 1][j]
-        series = {}
+        series: dict = {}
         for c in cells:
             if c["readers"] != rd:
                 continue

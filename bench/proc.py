@@ -126,7 +126,7 @@ def reader_main(conn, adapter, index, cpus) -> None:
         while True:
             cmd = conn.recv()
             if cmd[0] == "run":
-                before = counters() if counters else None
+                before = counters() if counters else {}
                 res = read_subrun(recv, cmd[1], tracer)
                 if counters:
                     res["counters"] = {k: v - before.get(k, 0) for k, v in counters().items()}
@@ -156,7 +156,7 @@ def read_subrun(recv, sub, tracer=None) -> dict:
     send_t = array("q")
     recv_t = array("q")
     expected = 0
-    errors = []
+    errors: list[str] = []
     cpu0 = wall0 = None
     while True:
         m = recv()
@@ -213,7 +213,7 @@ def tokenizer_main(conn, cpus, policy="normal") -> None:
         pin(cpus)
         be_idle_class(policy)  # before the pool starts: its threads inherit the class
         os.environ["TOKENIZERS_PARALLELISM"] = "true"
-        from rdmaq_bench.tokattack import make_corpus, train_tokenizer
+        from .tokattack import make_corpus, train_tokenizer
 
         corpus = make_corpus(4000)
         tok = train_tokenizer(corpus)

@@ -1,6 +1,6 @@
 """The queues under test, behind one small adapter interface.
 
-Every queue is driven by the same writer/reader loops (rdmaq_bench.proc); an
+Every queue is driven by the same writer/reader loops (rdmaq.bench.proc); an
 adapter only knows how to build its queue object and which two bound methods
 send and receive a Python object. Each queue runs with its production
 settings: vLLM's with those of the executor's ``rpc_broadcast_mq``
@@ -95,9 +95,9 @@ class RdmaqAdapter(QueueAdapter):
         if self.transport == "verbs":
             if importlib.util.find_spec("rdmaq._rdmaq_verbs") is None:
                 return "rdmaq was built without verbs (no libibverbs headers at build time)"
-            import rdmaq._verbs
+            from rdmaq.transport import verbs
 
-            if not rdmaq._verbs.available():
+            if not verbs.available():
                 return "no ACTIVE RDMA port (see `rdmaq doctor`)"
         return None
 

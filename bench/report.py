@@ -161,7 +161,7 @@ def compute_ratios(cells: list[dict]) -> list[dict]:
                 continue
             mine, theirs = s["latency_max_over_readers"], b["latency_max_over_readers"]
 
-            def ratio(k):
+            def ratio(k, mine=mine, theirs=theirs):
                 return mine[k] / theirs[k] if theirs[k] else None
             tp, btp = s.get("throughput_msgs_per_s"), b.get("throughput_msgs_per_s")
             out.append({
@@ -260,11 +260,11 @@ def format_markdown(result: dict) -> str:
             sep += "---:|---:|---:|---:|---:|"
         out += [head, sep]
         subs = base["subruns"] if base else next(iter(by_q.values()))["subruns"]
-        for k, s0 in enumerate(subs):
+        for s0 in subs:
             key = (s0["size"], s0["pace_ns"])
             row = f"| {size_label(key[0])} | {pace_label(key[1])} |"
 
-            def find(c):
+            def find(c, key=key):
                 if not c:
                     return None
                 return next((s for s in c["subruns"] if (s["size"], s["pace_ns"]) == key), None)

@@ -16,9 +16,9 @@ import os
 import time
 from multiprocessing.connection import wait as mp_wait
 
-from rdmaq_bench import proc
-from rdmaq_bench.queues import make_adapter
-from rdmaq_bench.stats import analyze
+from . import proc
+from .queues import make_adapter
+from .stats import analyze
 
 
 class CellError(RuntimeError):
@@ -48,9 +48,9 @@ def _expect(peers, tag, timeout):
             if obj in pending:
                 p = pending[obj]
                 try:
-                    msg = obj.recv()
+                    msg = p.conn.recv()
                 except EOFError:
-                    raise CellError(f"{p.name} closed its pipe (exit code {p.process.exitcode})")
+                    raise CellError(f"{p.name} closed its pipe (exit code {p.process.exitcode})") from None
                 if msg[0] == "error":
                     raise CellError(f"{p.name} failed:\n{msg[1]}")
                 if msg[0] != tag:

@@ -23,10 +23,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-from rdmaq_bench import machine
-from rdmaq_bench import serve_attack
-from rdmaq_bench.serve_server import ServerError, VllmServer
+from . import machine, serve_attack
+from .serve_server import ServerError, VllmServer
 
 SCHEMA = "rdmaq-bench-serve/1"
 QUEUES = ("shm", "rdmaq")
@@ -160,8 +160,10 @@ def warm_up(server: VllmServer, model: Path, n: int = 4) -> None:
             errors.append(repr(e))
 
     ts = [threading.Thread(target=one) for _ in range(n)]
-    [t.start() for t in ts]
-    [t.join() for t in ts]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
     if errors:
         raise ServerError(f"warm-up request to {server.ipc} failed: {errors[0]}")
 
@@ -174,7 +176,7 @@ class StepTimer:
         self.gen = 0
 
     def collect(self, t_start: int, t_end: int, timeout: float = 60) -> dict:
-        from rdmaq_bench.serve_steps import analyze, load_generation, registered_pids
+        from .serve_steps import analyze, load_generation, registered_pids
 
         self.gen += 1
         req = self.dir / "request"
@@ -239,12 +241,13 @@ def run_client(args, vllm: str, model: Path, server: VllmServer, other: VllmServ
     if raw_path.exists():
         raw_path.unlink()
     limit = args.client_timeout or (5 * args.num_prompts / args.rate + 300)
-    record = {"loadavg_before": list(os.getloadavg()), "cmd": cmd}
+    record: dict[str, Any] = {"loadavg_before": list(os.getloadavg()), "cmd": cmd}
     with open(log_dir / f"client-{name}.log", "w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=env, start_new_session=True)
         timer = threading.Timer(limit, lambda: _kill_group(proc))
         timer.start()
+        assert proc.stdout is not None  # stdout=PIPE
         try:
             for line in proc.stdout:
                 log.write(line)
@@ -320,9 +323,9 @@ def sweep(args, vllm: str, model: Path, out: Path, queues: list[str], settings: 
     (out / "raw").mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     n_hogs = args.hogs if args.hogs is not None else len(os.sched_getaffinity(0))
-    result = {
+    result: dict[str, Any] = {
         "schema": SCHEMA,
-        "argv": sys.argv[1:],
+        "argv": machine.recorded_argv(sys.argv[1:]),
         "config": {"queues": queues, "settings": settings, "runs": args.runs, "hogs": n_hogs,
                    "rate": args.rate, "concurrency": args.concurrency,
                    "num_prompts": args.num_prompts, "input_len": args.input_len,
@@ -375,7 +378,7 @@ def _sweep_body(args, vllm, model, out, queues, settings, n_hogs, result, server
             _log(f"starting vllm serve -tp 2 --distributed-ipc {q} ({time.monotonic() - t0:.0f} s)")
             srv.start(args.start_timeout)
             warm_up(srv, model)
-            result["servers"][q] = {"startup_s": round(srv.startup_s, 1), "port": srv.port,
+            result["servers"][q] = {"startup_s": round(srv.startup_s or 0.0, 1), "port": srv.port,
                                     "command": srv.command(), "memory_mib": srv.memory(),
                                     "processes": {str(k): v for k, v in srv.processes().items()}}
             _log(f"  {q} healthy after {srv.startup_s:.0f} s")
@@ -439,7 +442,7 @@ def _leftovers(before: dict, servers: dict, client_tmp: str | None) -> dict:
             ours_names.add(os.path.basename(srv.tmpdir))
     if client_tmp:
         ours_names.add(os.path.basename(client_tmp))
-    out = {"ours": [], "others": []}
+    out: dict[str, list[str]] = {"ours": [], "others": []}
     for d, names in after.items():
         for n in sorted(names - before[d]):
             out["ours" if n in ours_names else "others"].append(os.path.join(d, n))
@@ -468,7 +471,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    from rdmaq_bench.serve_report import format_markdown, plot
+    from .serve_report import format_markdown, plot
 
     if args.report:
         with open(args.report) as f:

@@ -11,6 +11,7 @@ import multiprocessing as mp
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -57,7 +58,7 @@ def tokenizer_main(conn, sched_idle: bool, parallel: bool) -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "true" if parallel else "false"
     if sched_idle:
         _sched_idle()  # threads started later (Rayon's) inherit the policy
-    from rdmaq_bench.tokattack import make_corpus, train_tokenizer
+    from .tokattack import make_corpus, train_tokenizer
 
     corpus = make_corpus(4000)
     tok = train_tokenizer(corpus)
@@ -102,8 +103,9 @@ def start(setting: str, n_hogs: int, timeout: float = 300) -> Attackers:
     """Start the setting's attackers and return once each says it is running."""
     s = SETTINGS[setting]
     ctx = mp.get_context("spawn")
-    procs, conns = [], []
-    jobs = []
+    procs: list = []
+    conns: list = []
+    jobs: list[tuple[Any, tuple]] = []
     if s["hogs"]:
         jobs += [(hog_main, (s["sched_idle"],))] * n_hogs
     if s["tokenizer"]:

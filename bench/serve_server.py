@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -94,11 +95,11 @@ class VllmServer:
         self.env = dict(env)
         self.max_model_len = max_model_len
         self.extra_args = list(extra_args or [])
-        self.port = None
+        self.port: int | None = None
         self.proc: subprocess.Popen | None = None
         self.tmpdir: str | None = None
         self.shm_seen: set[str] = set()
-        self.startup_s = None
+        self.startup_s: float | None = None
         self.cleanup: dict = {}
 
     @property
@@ -149,13 +150,14 @@ class VllmServer:
     def processes(self) -> dict[int, tuple[str, str]]:
         """pid -> (role, title) of every server process now."""
         out = {}
+        api_pid = self.proc.pid if self.proc is not None else None
         for pid in self.pids():
             try:
                 cmd = psutil.Process(pid).cmdline()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
             title = cmd[0] if cmd else ""
-            out[pid] = (role_of(title, pid == self.proc.pid), title)
+            out[pid] = (role_of(title, pid == api_pid), title)
         return out
 
     def cpu_snapshot(self) -> dict[int, tuple[str, float]]:
@@ -194,7 +196,7 @@ class VllmServer:
     def stop(self, grace: float) -> dict:
         """SIGTERM the API server, wait for the whole session to exit, SIGKILL what is left
         after ``grace`` seconds; then remove what vLLM left in /dev/shm and its TMPDIR."""
-        report = {"sigkilled": [], "shm_left_by_vllm": [], "tmp_left_by_vllm": [],
+        report: dict[str, Any] = {"sigkilled": [], "shm_left_by_vllm": [], "tmp_left_by_vllm": [],
                   "shm_remaining": [], "tmpdir_remaining": False, "processes_remaining": []}
         if self.proc is None:
             return report

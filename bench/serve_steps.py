@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from rdmaq_bench.serve_server import role_of
+from .serve_server import role_of
 
 
 def load_generation(directory: Path, gen: int) -> list[dict]:
@@ -96,8 +97,9 @@ def analyze(files: list[dict], t_start: int, t_end: int) -> dict:
     """Queue delays, RPC round trips and the queue's share, for enqueues in [t_start, t_end] (ns)."""
     qs = _queues(files)
     kinds = {k: _kind(q) for k, q in qs.items()}
-    out = {"queues": {kind: sum(1 for v in kinds.values() if v == kind) for kind in set(kinds.values())},
-           "messages": {}, "unmatched_endpoints": sum(1 for v in kinds.values() if v == "unmatched")}
+    out: dict[str, Any] = {
+        "queues": {kind: sum(1 for v in kinds.values() if v == kind) for kind in set(kinds.values())},
+        "messages": {}, "unmatched_endpoints": sum(1 for v in kinds.values() if v == "unmatched")}
     bc = []        # (w0, delay, tag) of broadcasts
     resp = []      # (r0 at the EngineCore, r1, delay) of responses
     enq_us = []
@@ -126,15 +128,17 @@ def analyze(files: list[dict], t_start: int, t_end: int) -> dict:
     out["broadcast_enqueue_us"] = _pct(enq_us)
     # each response belongs to the last broadcast sent before the EngineCore asked for it
     starts = np.asarray([b[0] for b in bc], dtype=np.int64)
-    rpc_end = {}
-    rpc_q = {}
+    rpc_end: dict[int, int] = {}
+    rpc_q: dict[int, int] = {}
     for r0, r1, d in resp:
         i = int(np.searchsorted(starts, r0, side="right")) - 1
         if i < 0:
             continue
         rpc_end[i] = max(rpc_end.get(i, r1), r1)
         rpc_q[i] = rpc_q.get(i, 0) + d
-    trips, qparts, methods = [], [], {}
+    trips: list[int] = []
+    qparts: list[float] = []
+    methods: dict[str, int] = {}
     for i, end in rpc_end.items():
         w0, d, tag = bc[i]
         trips.append(end - w0)

@@ -24,6 +24,7 @@ import pickle
 import threading
 import time
 from array import array
+from typing import Any
 
 ENV_DIR = "RDMAQ_BENCH_STEPTIME_DIR"
 REQUEST = "request"
@@ -32,9 +33,9 @@ POLL_S = 0.25
 _mono = time.monotonic_ns
 _tls = threading.local()
 _lock = threading.Lock()
-_records: list["_Record"] = []
+_records: list[_Record] = []
 _tags: dict[str, int] = {}
-_state = {"dir": None, "pid": None}
+_state: dict[str, Any] = {"dir": None, "pid": None}
 
 
 def handle_key(handle) -> str:
@@ -119,7 +120,7 @@ def _wrap_enqueue(orig):
         _record_of(self, "writer").add(t0, t1, _tag(obj, "response"))
         return out
 
-    enqueue.__wrapped__ = orig
+    enqueue.__wrapped__ = orig  # type: ignore[attr-defined]
     return enqueue
 
 
@@ -137,7 +138,7 @@ def _wrap_dequeue(orig):
         _record_of(self, "reader").add(t0, t1, _tag(obj, "response"))
         return obj
 
-    dequeue.__wrapped__ = orig
+    dequeue.__wrapped__ = orig  # type: ignore[attr-defined]
     return dequeue
 
 
@@ -149,7 +150,7 @@ def _wrap_create_from_handle(orig):
         _record_of(mq, "reader")  # register now, before any traffic
         return mq
 
-    create_from_handle.__wrapped__ = orig
+    create_from_handle.__wrapped__ = orig  # type: ignore[attr-defined]
     return create_from_handle
 
 
@@ -242,4 +243,4 @@ def register() -> None:
     except Exception:
         import logging
 
-        logging.getLogger("vllm.rdmaq_bench").exception("rdmaq bench step timing not installed")
+        logging.getLogger("vllm.rdmaq.bench").exception("rdmaq bench step timing not installed")

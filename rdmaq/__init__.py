@@ -5,8 +5,17 @@
     r = rdmaq.Reader(h, i)              # in reader process i
     w.send(obj); r.recv()
 """
-from .errors import (ClosedError, Error, IndexInUseError, MessageTooLarge, PeerClosedError,
-                     PeerDeadError, ProtocolError, QueueNotFoundError, SharedMemoryFullError)
+from .errors import (
+    ClosedError,
+    Error,
+    IndexInUseError,
+    MessageTooLarge,
+    PeerClosedError,
+    PeerDeadError,
+    ProtocolError,
+    QueueNotFoundError,
+    SharedMemoryFullError,
+)
 from .handle import Handle
 from .queue import Reader, Writer, resolve_transport
 

@@ -4,15 +4,19 @@ Exit status of every subcommand: 0 done, 1 the run failed (a peer died, no
 usable transport, a package missing), 2 bad arguments, 130 interrupted.
 Errors are one line on stderr; RDMAQ_TRACEBACK=1 adds the Python traceback.
 """
+from __future__ import annotations
+
 import argparse
 import importlib
 import os
 import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 # name -> (module:function taking argv and returning an exit code, help, extra)
 # extra: the pip extra holding the packages the subcommand imports beyond rdmaq's own.
-SUBCOMMANDS = {
-    "bench": ("rdmaq_bench.cli:main", "dequeue latency vs vLLM's MessageQueue, idle and contended",
+SUBCOMMANDS: dict[str, tuple[str, str, str | None]] = {
+    "bench": ("rdmaq.bench.cli:main", "dequeue latency vs vLLM's MessageQueue, idle and contended",
               "bench"),
     "doctor": ("rdmaq.doctor:main", "list RDMA devices, ports, GIDs and usable transports", None),
     "softroce": ("rdmaq.softroce:main", "create or remove a SoftRoCE (rxe) device", None),
@@ -27,7 +31,7 @@ EXIT_INTERRUPTED = 130
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """--help shows each option's default and keeps the description's line breaks."""
 
-    def _get_help_string(self, action):
+    def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if (text and action.option_strings and "%(default)" not in text
                 and action.default not in (None, False, argparse.SUPPRESS)):
@@ -38,38 +42,39 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, answering bad input with one line (no usage dump) and exit status 2."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def missing_package(module, extra=None):
+def missing_package(module: str, extra: str | None = None) -> str:
     """What to say when a package pip did not install is needed: which, and how to get it."""
     how = f'pip install "rdmaq[{extra}]"' if extra else f"pip install {module}"
     return f"needs the Python package {module!r}, which is not installed: {how}"
 
 
-def fail(prog, message, status=EXIT_FAILED):
+def fail(prog: str, message: str, status: int = EXIT_FAILED) -> int:
     """Print `prog: message` on stderr and return the exit status (for `return fail(...)`)."""
     print(f"{prog}: {message}", file=sys.stderr)
     return status
 
 
-def _run(prog, target, extra, argv):
+def _run(prog: str, target: str, extra: str | None, argv: Sequence[str]) -> int:
     module, func = target.split(":")
     try:
-        return getattr(importlib.import_module(module), func)(argv) or 0
+        status: int | None = getattr(importlib.import_module(module), func)(argv)
+        return status or 0
     except ModuleNotFoundError as e:
         top = (e.name or "").split(".")[0]
-        if os.environ.get("RDMAQ_TRACEBACK") == "1" or top in ("", "rdmaq", "rdmaq_bench"):
+        if os.environ.get("RDMAQ_TRACEBACK") == "1" or top in ("", "rdmaq"):
             raise
         return fail(prog, missing_package(top, extra))
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = ArgumentParser(
         prog="rdmaq",

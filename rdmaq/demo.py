@@ -1,10 +1,15 @@
 """``rdmaq demo``: one writer broadcasting to N reader processes."""
+from __future__ import annotations
+
 import argparse
 import hashlib
 import multiprocessing as mp
 import queue
 import sys
 import time
+from collections.abc import Callable, Sequence
+from multiprocessing.process import BaseProcess
+from typing import Any
 
 import rdmaq
 from rdmaq.cli import ArgumentParser, fail
@@ -23,8 +28,8 @@ READY_TIMEOUT_S = 60
 RESULT_TIMEOUT_S = 120
 
 
-def _int_in(lo, hi=None):
-    def parse(text):
+def _int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
         try:
             v = int(text)
         except ValueError:
@@ -37,12 +42,12 @@ def _int_in(lo, hi=None):
     return parse
 
 
-def message(i, size):
+def message(i: int, size: int) -> bytes:
     """Message i: its index, repeated to `size` bytes."""
     return (i.to_bytes(8, "little") * (size // 8 + 1))[:size]
 
 
-def _reader(handle, index, count, results):
+def _reader(handle: rdmaq.Handle, index: int, count: int, results: Any) -> None:
     try:
         with rdmaq.Reader(handle, index) as r:
             digest = hashlib.sha256()
@@ -53,7 +58,7 @@ def _reader(handle, index, count, results):
         results.put((index, None, None, f"{type(e).__name__}: {e}"))
 
 
-def build_parser():
+def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=PROG, description=DESCRIPTION)
     p.add_argument("--readers", type=_int_in(1), default=4, help="reader processes")
     p.add_argument("--messages", type=_int_in(1), default=10000, help="messages to broadcast")
@@ -64,7 +69,7 @@ def build_parser():
     return p
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     p = build_parser()
     a = p.parse_args(argv)
     try:
@@ -93,7 +98,7 @@ def main(argv=None):
                 proc.join()
 
 
-def _broadcast(w, a, procs, results):
+def _broadcast(w: rdmaq.Writer, a: argparse.Namespace, procs: Sequence[BaseProcess], results: Any) -> int:
     digest = hashlib.sha256()
     t0 = time.perf_counter()
     for i in range(a.messages):

@@ -7,6 +7,7 @@ rdmaq transports are usable, and what the scheduler gives a waiting reader
 (short slices, tick rate, the idle driver), with advice for each gap.
 ``--clean`` removes queues left in /dev/shm by writers killed early.
 """
+import dataclasses
 import json
 import os
 import platform
@@ -14,8 +15,12 @@ import resource
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
+from typing import Any
 
-SYSFS = "/sys/class/infiniband"
+from . import sysfs
+
+SYSFS = sysfs.ROOT
 DEBIAN_DIST = "/usr/lib/python3/dist-packages"
 # Rings are registered (pinned): a few MiB per queue.  Below this, advise.
 MEMLOCK_MIN = 64 << 20
@@ -23,15 +28,7 @@ MEMLOCK_MIN = 64 << 20
 GID_TYPES = {0: "IB/RoCE v1", 1: "RoCE v1", 2: "RoCE v2"}
 
 
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def import_pyverbs():
+def import_pyverbs() -> tuple[Any, str | None]:
     """pyverbs, from Debian's python3-pyverbs if pip has none; or (None, why)."""
     try:
         import pyverbs.device as dev
@@ -50,67 +47,31 @@ def import_pyverbs():
     return None, "pyverbs is not installed (apt-get install python3-pyverbs)"
 
 
-def _gid_text(raw):
+def _gid_text(raw: str) -> str:
     return ":".join(raw[i:i + 4] for i in range(0, 32, 4)) if len(raw) == 32 else raw
 
 
-def devices_from_sysfs():
-    devs = []
-    try:
-        names = sorted(os.listdir(SYSFS))
-    except OSError:
-        return devs
-    for name in names:
-        base = os.path.join(SYSFS, name)
-        d = {"name": name, "node_type": _read(os.path.join(base, "node_type")), "ports": []}
-        try:
-            ports = sorted(os.listdir(os.path.join(base, "ports")), key=int)
-        except (OSError, ValueError):
-            ports = []
-        for p in ports:
-            pb = os.path.join(base, "ports", p)
-            port = {
-                "port": int(p),
-                "state": (_read(os.path.join(pb, "state")) or "?").split(":")[-1].strip(),
-                "phys_state": (_read(os.path.join(pb, "phys_state")) or "?").split(":")[-1].strip(),
-                "link_layer": _read(os.path.join(pb, "link_layer")) or "?",
-                "gids": [],
-            }
-            try:
-                idxs = sorted(os.listdir(os.path.join(pb, "gids")), key=int)
-            except (OSError, ValueError):
-                idxs = []
-            for i in idxs:
-                gid = _read(os.path.join(pb, "gids", i)) or ""
-                if not gid.replace(":", "").strip("0"):
-                    continue
-                port["gids"].append({
-                    "index": int(i),
-                    "gid": gid,
-                    "type": _read(os.path.join(pb, "gid_attrs", "types", i)),
-                    "netdev": _read(os.path.join(pb, "gid_attrs", "ndevs", i)),
-                })
-            d["ports"].append(port)
-        devs.append(d)
-    return devs
+def devices_from_sysfs() -> list[dict[str, Any]]:
+    """The RDMA devices as /sys/class/infiniband lists them (see rdmaq.sysfs)."""
+    return [dataclasses.asdict(d) for d in sysfs.devices()]
 
 
-def devices_from_pyverbs(dev):
+def devices_from_pyverbs(dev: Any) -> list[dict[str, Any]]:
     """Same shape as devices_from_sysfs, from the verbs API itself."""
     from pyverbs import enums as e
 
     states = {e.IBV_PORT_ACTIVE: "ACTIVE", e.IBV_PORT_DOWN: "DOWN", e.IBV_PORT_INIT: "INIT",
               e.IBV_PORT_ARMED: "ARMED"}
     lls = {e.IBV_LINK_LAYER_ETHERNET: "Ethernet", e.IBV_LINK_LAYER_INFINIBAND: "InfiniBand"}
-    out = []
+    out: list[dict[str, Any]] = []
     for d in dev.get_device_list():
         name = d.name.decode() if isinstance(d.name, bytes) else str(d.name)
-        entry = {"name": name, "ports": []}
+        entry: dict[str, Any] = {"name": name, "ports": []}
         with dev.Context(name=name) as ctx:
             attr = ctx.query_device()
             for p in range(1, attr.phys_port_cnt + 1):
                 pa = ctx.query_port(p)
-                port = {
+                port: dict[str, Any] = {
                     "port": p,
                     "state": states.get(pa.state, str(pa.state)),
                     "link_layer": lls.get(pa.link_layer, str(pa.link_layer)),
@@ -133,7 +94,7 @@ def devices_from_pyverbs(dev):
     return out
 
 
-def _ifname(ifindex):
+def _ifname(ifindex: int) -> str | None:
     if not ifindex:
         return None
     try:
@@ -144,17 +105,20 @@ def _ifname(ifindex):
         return str(ifindex)
 
 
-def memlock():
+def memlock() -> dict[str, Any]:
     soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    fmt = lambda v: "unlimited" if v == resource.RLIM_INFINITY else f"{v // 1024} KiB"  # noqa: E731
+
+    def fmt(v: int) -> str:
+        return "unlimited" if v == resource.RLIM_INFINITY else f"{v // 1024} KiB"
+
     ok = soft == resource.RLIM_INFINITY or soft >= MEMLOCK_MIN
     return {"soft": fmt(soft), "hard": fmt(hard), "ok": ok}
 
 
-def rxe_status():
+def rxe_status() -> dict[str, Any]:
     kver = platform.release()
     moddir = f"/lib/modules/{kver}"
-    st = {
+    st: dict[str, Any] = {
         "kernel": kver,
         "loaded": os.path.isdir("/sys/module/rdma_rxe"),
         "module_file": None,
@@ -177,10 +141,10 @@ def rxe_status():
     return st
 
 
-def verbs_extension():
+def verbs_extension() -> tuple[str | None, str | None]:
     """(None, None) when rdmaq's verbs extension imports, else (why, the fix)."""
     try:
-        import rdmaq._verbs  # noqa: F401
+        import rdmaq.transport.verbs  # noqa: F401
 
         return None, None
     except ModuleNotFoundError as e:
@@ -199,7 +163,7 @@ def verbs_extension():
                 "ibverbs-providers; Fedora/RHEL: rdma-core libibverbs)")
 
 
-def transports(devices):
+def transports(devices: list[dict[str, Any]]) -> dict[str, Any]:
     active = [(d["name"], p["port"]) for d in devices for p in d["ports"] if p["state"] == "ACTIVE"]
     shm_ok = os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
     ext_why, _ = verbs_extension()
@@ -214,7 +178,7 @@ def transports(devices):
     }
 
 
-def _kernel_config(option):
+def _kernel_config(option: str) -> str | None:
     """CONFIG_<option> of the running kernel from /proc/config.gz or /boot; None if unknown."""
     import gzip
 
@@ -231,7 +195,7 @@ def _kernel_config(option):
     return None
 
 
-def _in_vm():
+def _in_vm() -> bool:
     try:
         with open("/proc/cpuinfo") as f:
             return any(line.startswith("flags") and " hypervisor" in line for line in f)
@@ -239,7 +203,7 @@ def _in_vm():
         return False
 
 
-def scheduler():
+def scheduler() -> dict[str, Any]:
     """What the kernel gives a waiting reader: custom slices, tick rate, idle driver, load."""
     from rdmaq._rdmaq import ffi, lib
 
@@ -255,16 +219,16 @@ def scheduler():
         "short_slice_why": why,
         "hz": _kernel_config("HZ"),
         "preempt_dynamic": _kernel_config("PREEMPT_DYNAMIC") == "y",
-        "cpuidle_driver": _read("/sys/devices/system/cpu/cpuidle/current_driver"),
-        "guest_halt_poll_ns": _read("/sys/module/haltpoll/parameters/guest_halt_poll_ns"),
+        "cpuidle_driver": sysfs.read("/sys/devices/system/cpu/cpuidle/current_driver"),
+        "guest_halt_poll_ns": sysfs.read("/sys/module/haltpoll/parameters/guest_halt_poll_ns"),
         "vm": _in_vm(),
         "cpus": len(os.sched_getaffinity(0)),
         "runnable_now": runnable,
     }
 
 
-def collect():
-    rep = {"kernel_rdma": os.path.isdir(SYSFS), "source": None, "devices": [], "notes": []}
+def collect() -> dict[str, Any]:
+    rep: dict[str, Any] = {"kernel_rdma": os.path.isdir(SYSFS), "source": None, "devices": [], "notes": []}
     dev, why = import_pyverbs()
     rep["pyverbs"] = why or "ok"
     if dev is not None and rep["kernel_rdma"]:
@@ -284,7 +248,7 @@ def collect():
     return rep
 
 
-def advice(rep):
+def advice(rep: dict[str, Any]) -> list[str]:
     out = []
     _, ext_fix = verbs_extension()
     if ext_fix:  # first: without the extension no device helps
@@ -334,7 +298,7 @@ def advice(rep):
     return out
 
 
-def render(rep):
+def render(rep: dict[str, Any]) -> str:
     lines = []
     lines.append(f"Kernel RDMA support: {'yes' if rep['kernel_rdma'] else 'NO (no /sys/class/infiniband)'}")
     lines.append(f"RDMA devices ({rep['source']}): {len(rep['devices']) or 'none'}")
@@ -379,7 +343,7 @@ def render(rep):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     from rdmaq.cli import ArgumentParser
 
     ap = ArgumentParser(prog="rdmaq doctor",
@@ -390,7 +354,7 @@ def main(argv=None):
                          "attached (a live writer's queue is never touched)")
     args = ap.parse_args(argv)
     if args.clean:
-        from rdmaq._shm import sweep_stale
+        from rdmaq.transport.shm import sweep_stale
 
         removed = sweep_stale()
         print(f"removed {len(removed)} stale queue segment(s)"

@@ -4,14 +4,17 @@ Bad arguments and bad handles raise ``ValueError``/``TypeError`` naming
 what was wrong; a timeout raises the builtin ``TimeoutError``; every
 other failure is an ``rdmaq.Error`` subclass carrying the errno.
 """
+from __future__ import annotations
+
 import errno
 import os
+from typing import Any
 
 
 class Error(RuntimeError):
     """Base class of rdmaq's own errors; ``.errno`` is the C core's error code (or None)."""
 
-    def __init__(self, message, err=None):
+    def __init__(self, message: str, err: int | None = None) -> None:
         super().__init__(message)
         self.errno = err
 
@@ -49,7 +52,7 @@ class MessageTooLarge(Error, ValueError):
     """A message above the queue's max_message_bytes."""
 
 
-_BY_ERRNO = {
+_BY_ERRNO: dict[int, type[Error]] = {
     errno.ECANCELED: ClosedError,
     errno.EBADF: ClosedError,
     errno.EPIPE: PeerClosedError,
@@ -63,7 +66,7 @@ _BY_ERRNO = {
 }
 
 
-def raise_for(rc, what, lib, ffi):
+def raise_for(rc: int, what: str, lib: Any, ffi: Any) -> None:
     """Turn a negative errno from the C core into the matching exception."""
     if rc >= 0:
         return

@@ -1,24 +1,60 @@
-"""The small picklable token a writer hands to its readers."""
-from dataclasses import dataclass, field
+"""The small picklable token a writer hands to its readers.
 
-HANDLE_VERSION = 2
+A handle names its transport and carries that transport's details: a
+:class:`ShmInfo` or a :class:`VerbsInfo`.  Handles pickle to a few hundred
+bytes.  A handle comes back from the caller, maybe from another host, so a
+reader checks all of it before use: ``Handle.check`` the common fields and
+the info's type, the transport every field of its info.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeGuard
+
+HANDLE_VERSION = 3  # 3: typed transport info (2: a dict)
 MAX_READERS = 256
 
 
 @dataclass(frozen=True)
-class Handle:
-    """Everything a reader needs to attach: which transport, and its details.
+class ShmInfo:
+    """A shm queue: its segment in /dev/shm, and the boot that made it."""
 
-    ``info`` is transport-specific (a shm segment name, or a rendezvous
-    address and device GID for verbs).  Handles pickle to a few hundred bytes.
-    """
+    name: str
+    boot_id: str  # /proc/sys/kernel/random/boot_id of the writer's host; "" unknown
+
+
+@dataclass(frozen=True)
+class VerbsInfo:
+    """A verbs queue: where its writer takes ATTACH requests, and its rings' geometry."""
+
+    proto: int  # the bootstrap's protocol version
+    endpoint: str  # the writer's zmq ROUTER, tcp://HOST:PORT
+    live: tuple[str, int]  # the writer's liveness listener (ip, port)
+    queue: str  # this queue's id, hex
+    writer: bytes  # the writer process's id (16 bytes)
+    pid: int  # the writer's pid and host, for messages
+    host: str
+    device: str  # the writer's RDMA device and port GID (hex), for messages
+    gid: str
+    slot_bytes: int
+    slots: int
+    max_message: int
+
+
+TransportInfo = ShmInfo | VerbsInfo
+INFO_TYPES: dict[str, type[TransportInfo]] = {"shm": ShmInfo, "verbs": VerbsInfo}
+
+
+@dataclass(frozen=True)
+class Handle:
+    """Everything a reader needs to attach: which transport, and its details."""
 
     transport: str
     n_readers: int
-    info: dict = field(default_factory=dict)
+    info: TransportInfo
     version: int = HANDLE_VERSION
 
-    def check(self, index):
+    def check(self, index: object) -> None:
         """Raise ValueError/TypeError naming the field if this handle or ``index`` is unusable."""
         if not isinstance(self, Handle):
             raise TypeError(f"not an rdmaq.Handle: {type(self).__name__}")
@@ -29,27 +65,21 @@ class Handle:
                              "writer and reader run different rdmaq releases")
         if not isinstance(self.transport, str):
             raise TypeError(f"handle transport must be a str, got {type(self.transport).__name__}")
+        info_type = INFO_TYPES.get(self.transport)
+        if info_type is None:
+            raise ValueError(f"handle is for unknown transport {self.transport!r}")
         if not _is_int(self.n_readers):
             raise TypeError(f"handle n_readers must be an int, got {type(self.n_readers).__name__}")
         if not 1 <= self.n_readers <= MAX_READERS:
             raise ValueError(f"handle n_readers must be in 1..{MAX_READERS}, got {self.n_readers}")
-        if not isinstance(self.info, dict):
-            raise TypeError(f"handle info must be a dict, got {type(self.info).__name__}")
+        if type(self.info) is not info_type:
+            raise TypeError(f"handle info must be a {info_type.__name__} for transport "
+                            f"{self.transport!r}, got {type(self.info).__name__}")
         if not _is_int(index):
             raise TypeError(f"reader index must be an int, got {type(index).__name__}")
         if not 0 <= index < self.n_readers:
             raise ValueError(f"reader index {index} out of range: queue has {self.n_readers} readers")
 
-    def info_str(self, key, max_len=200):
-        """``info[key]`` as a non-empty str without NUL or '/', or ValueError naming it."""
-        v = self.info.get(key)
-        if not isinstance(v, str) or not v:
-            raise ValueError(f"corrupt {self.transport} handle: info[{key!r}] must be a non-empty str, "
-                             f"got {v!r}")
-        if len(v) > max_len or "\0" in v or "/" in v:
-            raise ValueError(f"corrupt {self.transport} handle: info[{key!r}] = {v!r} is not a valid name")
-        return v
 
-
-def _is_int(v):
+def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)

@@ -1,12 +1,26 @@
-"""The public endpoints: Writer and Reader."""
+"""The public endpoints: Writer and Reader.
+
+Both drive the C ring through their transport's cffi library; the transport
+(rdmaq/transport) only creates the C object and connects it.
+"""
+from __future__ import annotations
+
 import errno
 import math
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import errors, serialize
 from .handle import Handle
+from .transport import Backend, RingConfig, WriterBackend
+from .transport import load as load_transport
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 DEFAULT_SLOT_BYTES = 64 * 1024
 DEFAULT_SLOTS = 64
@@ -18,40 +32,24 @@ _EINTR = -errno.EINTR
 TRANSPORTS = ("auto", "shm", "verbs")
 
 
-def _backend_module(transport):
-    if transport == "shm":
-        from . import _shm
-
-        return _shm
-    if transport == "verbs":
-        try:
-            from . import _verbs
-        except ImportError as e:
-            raise ValueError(f"transport 'verbs' is not available: {e}") from e
-        return _verbs
-    raise ValueError(f"unknown transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
-
-
-def resolve_transport(transport):
+def resolve_transport(transport: str) -> str:
     """'auto' means verbs where an active RDMA port exists, shm otherwise."""
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
     if transport != "auto":
         return transport
     try:
-        from . import _verbs
-
-        if _verbs.available():
-            return "verbs"
-    except ImportError:
-        pass
-    return "shm"
+        from .transport import verbs
+    except ImportError:  # not built here, or libibverbs does not load
+        return "shm"
+    return "verbs" if verbs.available() else "shm"
 
 
+_E = TypeVar("_E", bound="_Endpoint")
 _NS_FOREVER = 1 << 62  # timeouts beyond this (~146 years) mean "no timeout"
 
 
-def _timeout_ns(timeout):
+def _timeout_ns(timeout: float | None) -> int:
     """Seconds (None or inf: forever) as the C core's nanoseconds (-1: forever)."""
     if timeout is None:
         return -1
@@ -66,18 +64,18 @@ def _timeout_ns(timeout):
     return int(timeout * 1e9)
 
 
-def _remaining_ns(deadline):
+def _remaining_ns(deadline: float | None) -> int:
     if deadline is None:
         return -1
     return max(0, int((deadline - time.monotonic()) * 1e9))
 
 
-def _deadline(timeout):
+def _deadline(timeout: float | None) -> float | None:
     ns = _timeout_ns(timeout)
     return None if ns < 0 else time.monotonic() + ns / 1e9
 
 
-def _int_arg(name, value, lo, hi):
+def _int_arg(name: str, value: object, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if not lo <= value <= hi:
@@ -85,7 +83,7 @@ def _int_arg(name, value, lo, hi):
     return value
 
 
-def _env_int(name, default):
+def _env_int(name: str, default: int) -> int:
     v = os.environ.get(name)
     if v is None or v == "":
         return default
@@ -95,12 +93,13 @@ def _env_int(name, default):
         raise ValueError(f"environment variable {name} must be an integer, got {v!r}") from None
 
 
-def _wait_config(ffi, spin_us, slice_us, anticipate, restore_slice):
+def _wait_config(ffi: Any, spin_us: int | None, slice_us: int | None, anticipate: bool | None,
+                 restore_slice: bool | None) -> Any:
     """struct rdmaq_wait_config from arguments, falling back on RDMAQ_* variables, then defaults."""
-    spin_us = _env_int("RDMAQ_SPIN_US", DEFAULT_SPIN_US) if spin_us is None else spin_us
-    _int_arg("spin_us", spin_us, 0, 1_000_000)
-    slice_us = _env_int("RDMAQ_SLICE_US", DEFAULT_SLICE_US) if slice_us is None else slice_us
-    _int_arg("slice_us", slice_us, 0, 100_000)
+    spin_us = _int_arg("spin_us", _env_int("RDMAQ_SPIN_US", DEFAULT_SPIN_US) if spin_us is None
+                       else spin_us, 0, 1_000_000)
+    slice_us = _int_arg("slice_us", _env_int("RDMAQ_SLICE_US", DEFAULT_SLICE_US) if slice_us is None
+                        else slice_us, 0, 100_000)
     if 0 < slice_us < 100:
         raise ValueError(f"slice_us must be 0 (off) or 100..100000, got {slice_us}")
     if anticipate is None:
@@ -120,57 +119,86 @@ def _wait_config(ffi, spin_us, slice_us, anticipate, restore_slice):
     })
 
 
+@dataclass(frozen=True)
+class _COps:
+    """The ring's C functions one endpoint role uses (rdmaq_writer_* or rdmaq_reader_*)."""
+
+    wait_ready: Callable[..., int]
+    set_wait: Callable[..., int]
+    stats: Callable[..., None]
+    trace: Callable[..., None]
+    cancel: Callable[..., None]
+    close: Callable[..., int]
+    destroy: Callable[..., None]
+
+
+def _writer_ops(lib: Any) -> _COps:
+    return _COps(lib.rdmaq_writer_wait_ready, lib.rdmaq_writer_set_wait, lib.rdmaq_writer_stats,
+                 lib.rdmaq_writer_trace, lib.rdmaq_writer_cancel, lib.rdmaq_writer_close,
+                 lib.rdmaq_writer_destroy)
+
+
+def _reader_ops(lib: Any) -> _COps:
+    return _COps(lib.rdmaq_reader_wait_ready, lib.rdmaq_reader_set_wait, lib.rdmaq_reader_stats,
+                 lib.rdmaq_reader_trace, lib.rdmaq_reader_cancel, lib.rdmaq_reader_close,
+                 lib.rdmaq_reader_destroy)
+
+
 class _Endpoint:
     """Shared plumbing: one operation at a time, close() from any thread."""
 
-    _kind = "endpoint"  # "writer" or "reader": names the rdmaq_<kind>_* C functions
+    _kind = "endpoint"  # "writer" or "reader", for messages
+    _closed = True  # until the backend exists, for __del__
+    _final_stats: dict[str, int] = {}
 
-    def __init__(self, backend):
+    def _start(self, backend: Backend, ffi: Any, lib: Any, ops: _COps) -> None:
         self._b = backend
-        self._ffi, self._lib = backend.ffi, backend.lib
+        self._ffi, self._lib = ffi, lib
+        self._ops = ops
+        self._ptr: Any = backend.ptr
         self._op = threading.Lock()  # held while C uses the object
         self._closed = False
         self._ready = False
         self._pid = os.getpid()
 
-    def _check(self, rc, what):
+    def _check(self, rc: int, what: str) -> None:
         errors.raise_for(rc, f"{self._kind} {what}", self._lib, self._ffi)
 
-    def _enter(self):
+    def _check_open(self) -> None:
         if self._closed:
             raise errors.ClosedError(f"{self._kind} is closed")
+
+    def _enter(self) -> None:
+        self._check_open()
         self._op.acquire()
         if self._closed:  # closed while we waited for the lock
             self._op.release()
             raise errors.ClosedError(f"{self._kind} is closed")
 
-    def _c(self, op):
-        """The C function rdmaq_<kind>_<op> (wait_ready, stats, cancel, close, destroy)."""
-        return getattr(self._lib, f"rdmaq_{self._kind}_{op}")
-
-    def _c_stats(self):
+    def _c_stats(self) -> dict[str, int]:
         s = self._ffi.new("struct rdmaq_stats *")
-        self._c("stats")(self._ptr, s)
+        self._ops.stats(self._ptr, s)
         return {k: getattr(s, k) for k, _ in self._ffi.typeof("struct rdmaq_stats").fields}
 
-    def _configure_wait(self, spin_us, slice_us, anticipate, restore_slice):
+    def _configure_wait(self, spin_us: int | None, slice_us: int | None, anticipate: bool | None,
+                        restore_slice: bool | None) -> None:
         wc = _wait_config(self._ffi, spin_us, slice_us, anticipate, restore_slice)
-        self._check(self._c("set_wait")(self._ptr, wc), "wait configuration")
+        self._check(self._ops.set_wait(self._ptr, wc), "wait configuration")
 
     @property
-    def last_trace(self):
+    def last_trace(self) -> dict[str, Any]:
         """Timestamps of the last put/get (CLOCK_MONOTONIC ns), for profiling: writer
         ``start`` (call), ``mid`` (records copied), ``end`` (published, readers woken);
         reader ``start`` (the writer's stamp), ``mid`` (record seen), ``end`` (copied out);
         ``how`` the wait ended: ready, spin, window, woken."""
         t = self._ffi.new("struct rdmaq_trace *")
         if not self._closed:
-            self._c("trace")(self._ptr, t)
+            self._ops.trace(self._ptr, t)
         how = ("none", "ready", "spin", "window", "woken")
         return {"start_ns": t.start_ns, "mid_ns": t.mid_ns, "end_ns": t.end_ns,
                 "how": how[t.how] if t.how < len(how) else str(t.how)}
 
-    def _call(self, fn, *args, deadline):
+    def _call(self, fn: Callable[..., int], *args: Any, deadline: float | None) -> int:
         """Call a blocking C function; after -EINTR (a signal, or 100 ms on the
         main thread) come back to the interpreter, which runs pending signal
         handlers (they may raise), then call again with the time left."""
@@ -180,18 +208,16 @@ class _Endpoint:
                 return rc
 
     @property
-    def stats(self):
+    def stats(self) -> dict[str, int]:
         """The ring's counters, plus the transport's (verbs: QPs created/reused...);
         after close, the ring's counters as they were."""
         if self._closed:
-            return dict(getattr(self, "_final_stats", {}))
+            return dict(self._final_stats)
         stats = self._c_stats()
-        extra = getattr(self._b, "extra_stats", None)
-        if extra:
-            stats.update(extra())
+        stats.update(self._b.extra_stats())
         return stats
 
-    def wait_ready(self, timeout=None):
+    def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every reader has attached and the writer connected them."""
         deadline = _deadline(timeout)
         self._enter()
@@ -200,14 +226,14 @@ class _Endpoint:
         finally:
             self._op.release()
 
-    def _wait_ready_locked(self, deadline):
+    def _wait_ready_locked(self, deadline: float | None) -> None:
         if self._ready:
             return
         self._b.before_ready(deadline)
-        self._check(self._call(self._c("wait_ready"), self._ptr, deadline=deadline), "wait_ready")
+        self._check(self._call(self._ops.wait_ready, self._ptr, deadline=deadline), "wait_ready")
         self._ready = True
 
-    def close(self):
+    def close(self) -> None:
         """Close the endpoint; a put/get blocked in another thread raises ClosedError."""
         if self._closed:
             return
@@ -215,37 +241,37 @@ class _Endpoint:
         if os.getpid() != self._pid:
             # A fork()ed copy: the queue belongs to the parent, leave it be.
             return
-        self._c("cancel")(self._ptr)  # wakes a blocked operation, which then releases _op
+        self._ops.cancel(self._ptr)  # wakes a blocked operation, which then releases _op
         with self._op:
             self._final_stats = self._c_stats()
             try:
-                self._c("close")(self._ptr)
+                self._ops.close(self._ptr)
             finally:
-                self._c("destroy")(self._ptr)
+                self._ops.destroy(self._ptr)
                 self._ptr = None
             self._b.close()
 
-    def __enter__(self):
+    def __enter__(self: _E) -> _E:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
 
-_WARM_MSG = None
+_WARM_MSG: bytes | None = None
 
 
-def _warm_up():
+def _warm_up() -> None:
     """Unpickle a small object message: the same code a receive runs next."""
     global _WARM_MSG
     if _WARM_MSG is None:
-        _WARM_MSG = bytes(b"".join(bytes(p) for p in serialize.dumps((0, 0, 0.0, b"", "", [], {}))))
+        _WARM_MSG = b"".join(bytes(memoryview(p)) for p in serialize.dumps((0, 0, 0.0, b"", "", [], {})))
     with memoryview(_WARM_MSG) as mv:
         serialize.loads(mv)
     time.monotonic_ns()
@@ -261,11 +287,12 @@ class Writer(_Endpoint):
     """
 
     _kind = "writer"
+    _b: WriterBackend
 
-    def __init__(self, n_readers, *, slot_bytes=DEFAULT_SLOT_BYTES, slots=DEFAULT_SLOTS,
-                 max_message_bytes=DEFAULT_MAX_MESSAGE, transport="auto", spin_us=None,
-                 slice_us=None, restore_slice=None, **transport_options):
-        self._closed = True  # until the backend exists, for __del__
+    def __init__(self, n_readers: int, *, slot_bytes: int = DEFAULT_SLOT_BYTES,
+                 slots: int = DEFAULT_SLOTS, max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+                 transport: str = "auto", spin_us: int | None = None, slice_us: int | None = None,
+                 restore_slice: bool | None = None, **transport_options: Any) -> None:
         _int_arg("n_readers", n_readers, 1, 256)
         _int_arg("slot_bytes", slot_bytes, 128, 1 << 30)
         if slot_bytes % 64:
@@ -273,8 +300,8 @@ class Writer(_Endpoint):
         _int_arg("slots", slots, 2, 1 << 24)
         _int_arg("max_message_bytes", max_message_bytes, 1, 1 << 62)
         self.transport = resolve_transport(transport)
-        module = _backend_module(self.transport)
-        config = {
+        t = load_transport(self.transport)
+        config: RingConfig = {
             "n_readers": n_readers,
             "slot_bytes": slot_bytes,
             "slots": slots,
@@ -282,21 +309,20 @@ class Writer(_Endpoint):
             "spin_ns": 0,
         }
         wait_args = (spin_us, slice_us, False, restore_slice)
-        _wait_config(module.ffi, *wait_args)  # bad arguments fail before anything is created
-        super().__init__(module.WriterBackend(config, **transport_options))
+        _wait_config(t.ffi, *wait_args)  # bad arguments fail before anything is created
+        self._start(t.create_writer(config, **transport_options), t.ffi, t.lib, _writer_ops(t.lib))
         self.n_readers = n_readers
         self.max_message_bytes = max_message_bytes
-        self._ptr = self._b.ptr
         self._configure_wait(*wait_args)
 
     @property
-    def handle(self):
+    def handle(self) -> Handle:
         """Small picklable token; pass it to each reader process."""
         return self._b.handle
 
-    def put(self, data, timeout=None):
+    def put(self, data: Buffer | Sequence[Buffer], timeout: float | None = None) -> None:
         """Send one message: a bytes-like object, or a list of them sent as one."""
-        parts = [data] if not isinstance(data, (list, tuple)) else data
+        parts: Sequence[Buffer] = data if isinstance(data, (list, tuple)) else [data]  # type: ignore[list-item]
         deadline = _deadline(timeout)
         ffi = self._ffi
         iov = ffi.new("struct rdmaq_iovec[]", max(1, len(parts)))
@@ -323,10 +349,9 @@ class Writer(_Endpoint):
         finally:
             self._op.release()
 
-    def send(self, obj, timeout=None):
+    def send(self, obj: Any, timeout: float | None = None) -> None:
         """Pickle ``obj`` (protocol 5, large buffers out of band) and put it."""
         self.put(serialize.dumps(obj), timeout)
-
 
 
 class Reader(_Endpoint):
@@ -334,22 +359,22 @@ class Reader(_Endpoint):
 
     _kind = "reader"
 
-    def __init__(self, handle, index, *, spin_us=None, slice_us=None, anticipate=None,
-                 restore_slice=None, warm=None):
-        self._closed = True
+    def __init__(self, handle: Handle, index: int, *, spin_us: int | None = None,
+                 slice_us: int | None = None, anticipate: bool | None = None,
+                 restore_slice: bool | None = None,
+                 warm: bool | Callable[[], object] | None = None) -> None:
         if not isinstance(handle, Handle):
             raise TypeError(f"not an rdmaq.Handle: {type(handle).__name__}")
         handle.check(index)
-        if handle.transport not in ("shm", "verbs"):
-            raise ValueError(f"handle is for unknown transport {handle.transport!r}")
-        module = _backend_module(handle.transport)
-        wc = _wait_config(module.ffi, spin_us, slice_us, anticipate, restore_slice)
-        super().__init__(module.ReaderBackend(handle, index, wc.spin_ns))
+        t = load_transport(handle.transport)
+        wc = _wait_config(t.ffi, spin_us, slice_us, anticipate, restore_slice)
+        self._start(t.attach_reader(handle, index, wc.spin_ns), t.ffi, t.lib, _reader_ops(t.lib))
         self.index = index
         self.transport = handle.transport
-        self._ptr = self._b.ptr
-        self._pending = None  # message being received when a timeout hit
-        self._scratch = None  # small messages land here first (one C call, no allocation)
+        self._pending: bytearray | None = None  # message being received when a timeout hit
+        self._scratch: bytearray | None = None  # small messages land here first (one C call)
+        self._scratch_c: Any = None
+        self._len: Any = None
         if warm is None:
             warm = bool(_env_int("RDMAQ_WARM", 1))
         if warm is True:
@@ -359,7 +384,7 @@ class Reader(_Endpoint):
         self._warm = warm or None
         self._configure_wait(spin_us, slice_us, anticipate, restore_slice)
 
-    def get(self, timeout=None):
+    def get(self, timeout: float | None = None) -> bytearray:
         """Next message as a bytearray the caller owns."""
         deadline = _deadline(timeout)
         self._enter()
@@ -370,7 +395,7 @@ class Reader(_Endpoint):
         finally:
             self._op.release()
 
-    def _get_locked(self, deadline):
+    def _get_locked(self, deadline: float | None) -> bytearray | memoryview:
         """The next message: a view of the scratch buffer when it fits there (valid
         until the next call), else a bytearray of its own."""
         lib, ffi = self._lib, self._ffi
@@ -414,7 +439,7 @@ class Reader(_Endpoint):
             self._check(rc, "get")
             return memoryview(buf)[:n] if buf is self._scratch else buf
 
-    def recv(self, timeout=None):
+    def recv(self, timeout: float | None = None) -> Any:
         """Next message, unpickled (see Writer.send)."""
         deadline = _deadline(timeout)
         self._enter()

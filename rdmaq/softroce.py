@@ -5,21 +5,25 @@ then waits for the port to become ACTIVE with a RoCEv2 GID; ``down``
 removes the device.  Both need root and a kernel that ships rdma_rxe;
 otherwise they say what is missing instead of failing obscurely.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
-from .doctor import SYSFS, rxe_status
+from . import sysfs
+from .doctor import rxe_status
 
 
 class SoftRoceError(Exception):
     pass
 
 
-def _run(cmd):
+def _run(cmd: list[str]) -> tuple[int, str]:
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     except FileNotFoundError:
@@ -29,12 +33,12 @@ def _run(cmd):
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
-def _rxe_devices():
+def _rxe_devices() -> dict[str, str]:
     """name -> netdev of the RDMA links (`rdma link show`)."""
     if not shutil.which("rdma"):
         return {}
     rc, out = _run(["rdma", "link", "show"])
-    devs = {}
+    devs: dict[str, str] = {}
     if rc != 0:
         return devs
     for line in out.splitlines():
@@ -46,11 +50,11 @@ def _rxe_devices():
     return devs
 
 
-def _require_kernel():
+def _require_kernel() -> None:
     st = rxe_status()
     if st["loaded"]:
         return
-    if not os.path.isdir(SYSFS) and not st["module_file"]:
+    if not os.path.isdir(sysfs.ROOT) and not st["module_file"]:
         raise SoftRoceError(
             f"kernel {st['kernel']} has no RDMA support and no rdma_rxe module: SoftRoCE cannot run "
             "here. Use a kernel with CONFIG_RDMA_RXE (e.g. Debian's linux-image-amd64), or the VM "
@@ -64,21 +68,16 @@ def _require_kernel():
         raise SoftRoceError(f"modprobe rdma_rxe failed: {out}")
 
 
-def _wait_active(name, timeout):
-    state = os.path.join(SYSFS, name, "ports", "1", "state")
+def _wait_active(name: str, timeout: float) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        try:
-            with open(state) as f:
-                if "ACTIVE" in f.read():
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.1)
+        if sysfs.port_state(name, 1) == "ACTIVE":
+            return True
+        time.sleep(0.1)  # the kernel offers nothing to wait on
     return False
 
 
-def up(netdev, name, timeout=10.0):
+def up(netdev: str, name: str, timeout: float = 10.0) -> int:
     if not os.path.exists(f"/sys/class/net/{netdev}"):
         raise SoftRoceError(f"no network interface {netdev!r} (see `ip link`)")
     _require_kernel()
@@ -102,19 +101,12 @@ def up(netdev, name, timeout=10.0):
         raise SoftRoceError(f"{name} was created but port 1 is not ACTIVE after {timeout:g} s "
                             f"(is {netdev} up? `ip link set {netdev} up`)")
     print(f"{name}: SoftRoCE on {netdev}, port 1 ACTIVE")
-    gids = os.path.join(SYSFS, name, "ports", "1", "gids")
-    try:
-        for i in sorted(os.listdir(gids), key=int):
-            with open(os.path.join(gids, i)) as f:
-                g = f.read().strip()
-            if g.replace(":", "").strip("0"):
-                print(f"  GID[{i}] {g}")
-    except OSError:
-        pass
+    for g in sysfs.gids(name, 1):
+        print(f"  GID[{g.index}] {g.gid}")
     return 0
 
 
-def down(name):
+def down(name: str) -> int:
     if not shutil.which("rdma"):
         raise SoftRoceError("the `rdma` tool is missing (apt-get install iproute2)")
     existing = _rxe_devices()
@@ -129,7 +121,7 @@ def down(name):
     return 0
 
 
-def status():
+def status() -> int:
     devs = _rxe_devices()
     st = rxe_status()
     print(f"rdma_rxe: {'loaded' if st['loaded'] else ('available' if st['module_file'] else 'not available')}"
@@ -141,7 +133,7 @@ def status():
     return 0
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rdmaq softroce", description="Create or remove SoftRoCE (rxe) devices.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     u = sub.add_parser("up", help="create an rxe device on a network interface")

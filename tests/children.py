@@ -50,8 +50,8 @@ def transport_stats(transport):
     """Process-wide counters of the transport (verbs: QP pools, doorbells)."""
     if transport != "verbs":
         return {}
-    import rdmaq._verbs as V
-    return V.process_stats()
+    from rdmaq.transport import verbs
+    return verbs.process_stats()
 
 
 def checksum_reader(handle, index, count, out):

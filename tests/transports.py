@@ -7,14 +7,14 @@ SHM = "/dev/shm"
 TRANSPORTS = ("shm", "verbs")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def why_no_verbs():
     """None when the verbs transport can run here, else the reason it cannot."""
     try:
-        import rdmaq._verbs as v
+        from rdmaq.transport import verbs
     except ImportError as e:
         return f"verbs transport not built ({e}): install libibverbs-dev and rebuild"
-    if not v.available():
+    if not verbs.available():
         return ("no ACTIVE RDMA port on this machine (no NIC, no rdma_rxe): run "
                 "`tests/rxe/vm-run -- python -m pytest --transport verbs tests/core tests/verbs`")
     return None

@@ -7,12 +7,14 @@ point stays harmless where vLLM is absent.  See docs/vllm.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 SUPPORTED_VLLM = ("0.32", "0.33")  # major.minor releases tested in CI
 
 __all__ = ["MessageQueue", "RdmaqMessageQueue", "RdmaqHandle", "SUPPORTED_VLLM"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in ("MessageQueue", "RdmaqMessageQueue", "RdmaqHandle", "Handle"):
         from . import queue
 

@@ -28,7 +28,7 @@ def _env_ring_bytes() -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"RDMAQ_VLLM_RING_BYTES must be an integer, not {raw!r}")
+        raise ValueError(f"RDMAQ_VLLM_RING_BYTES must be an integer, not {raw!r}") from None
     if value < MIN_SLOT:
         raise ValueError(f"RDMAQ_VLLM_RING_BYTES must be >= {MIN_SLOT}, not {value}")
     return value

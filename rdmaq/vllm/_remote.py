@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from typing import Any
 
 import zmq
 
@@ -25,7 +26,7 @@ def rdma_device_active() -> bool:
     return rdmaq.resolve_transport("auto") == "verbs"
 
 
-def _close_zmq(pid: int, ctx: zmq.Context, sockets: list) -> None:
+def _close_zmq(pid: int, ctx: zmq.Context[Any], sockets: list[zmq.Socket[Any]]) -> None:
     # Like vLLM: close sockets before term() so term() cannot block; and never
     # from a forked child, which does not own the parent's context.
     if os.getpid() != pid:
@@ -51,7 +52,7 @@ class RemoteWriter:
             ip = f"[{ip}]"
         # Port 0: the kernel picks it, so concurrent writers never collide.
         self.socket.bind(f"tcp://{ip}:0")
-        port = self.socket.getsockopt(zmq.LAST_ENDPOINT).decode().rsplit(":", 1)[1]
+        port = self.socket.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1]
         self.addr = f"tcp://{ip}:{port}"
         fin = weakref.finalize(self, _close_zmq, os.getpid(), self._ctx, [self.socket])
         fin.atexit = False
@@ -67,7 +68,7 @@ class RemoteWriter:
                 seen += 1
         self.socket.send(b"READY")
 
-    def send(self, buffers: list) -> None:
+    def send(self, buffers: list[Any]) -> None:
         self.socket.send_multipart(buffers, copy=False)
 
     def close(self) -> None:
@@ -101,7 +102,7 @@ class RemoteReader:
         )
         fin.atexit = False
 
-    def recv(self, timeout: float | None = None) -> list:
+    def recv(self, timeout: float | None = None) -> list[zmq.Frame]:
         """Next message's frames; TimeoutError, or rdmaq.ClosedError once closed."""
         if self.closed:
             raise rdmaq.ClosedError("remote reader closed")

@@ -25,13 +25,14 @@ import sys
 import threading
 import time
 import weakref
+from typing import Any
 
 logger = logging.getLogger("vllm.rdmaq")
 
 ENV_DIR = "RDMAQ_VLLM_STATS_DIR"
 ENV_INTERVAL = "RDMAQ_VLLM_STATS_INTERVAL"
 
-_live: "weakref.WeakSet" = weakref.WeakSet()
+_live: weakref.WeakSet[Any] = weakref.WeakSet()  # the MessageQueues of this process
 _lock = threading.Lock()
 _hooks_pid: int | None = None
 _ids = itertools.count()
@@ -42,11 +43,11 @@ def _interval() -> float:
     try:
         return max(0.0, float(raw))
     except ValueError:
-        raise ValueError(f"{ENV_INTERVAL} must be a number of seconds, not {raw!r}")
+        raise ValueError(f"{ENV_INTERVAL} must be a number of seconds, not {raw!r}") from None
 
 
 class QueueStats:
-    def __init__(self, mq, role: str, **info):
+    def __init__(self, mq: Any, role: str, **info: Any) -> None:
         self.role = role
         self.info = info
         self.messages = 0
@@ -80,6 +81,7 @@ class QueueStats:
         with mq._close_lock:  # the ring must not be closed under our feet
             line = snapshot(mq)
         line["final"] = final
+        assert self._dir is not None  # a _path lies in it
         try:
             os.makedirs(self._dir, exist_ok=True)
             tmp = f"{self._path}.tmp"
@@ -104,12 +106,13 @@ def _process_title() -> str:
     try:
         import setproctitle
 
-        return setproctitle.getproctitle()
+        title: str = setproctitle.getproctitle()
+        return title
     except Exception:
         return " ".join(sys.argv[:2])
 
 
-def snapshot(mq) -> dict:
+def snapshot(mq: Any) -> dict[str, Any]:
     st: QueueStats = mq._stats
     ring = None
     for ep in (getattr(mq, "_writer", None), getattr(mq, "_reader", None)):
@@ -131,7 +134,7 @@ def snapshot(mq) -> dict:
     }
 
 
-def track(mq) -> None:
+def track(mq: Any) -> None:
     """Remember ``mq``: a daemon thread rewrites its stats file while messages
     flow, and exit hooks write the final numbers."""
     global _hooks_pid
@@ -161,7 +164,7 @@ def _flusher(interval: float) -> None:
             del mq
 
 
-def final(mq) -> None:
+def final(mq: Any) -> None:
     st = getattr(mq, "_stats", None)
     if st is not None:
         st.flush(final=True)

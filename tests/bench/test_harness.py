@@ -11,8 +11,8 @@ from array import array
 import numpy as np
 import pytest
 
-from rdmaq_bench import cli
-from rdmaq_bench.stats import analyze
+from rdmaq.bench import cli, machine
+from rdmaq.bench.stats import analyze
 
 LAT_KEYS = {"n", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us"}
 
@@ -114,6 +114,8 @@ def test_quick_run_rdmaq_shm(tmp_path, capsys):
     assert rc == 0
     data = json.loads(out.read_text())
     _check_result(data, "rdmaq-shm", 2)
+    # the file records the command line without this machine's directories
+    assert data["argv"] == ["--quick", "--queues", "rdmaq-shm", "--json", "r.json"]
     table = capsys.readouterr().out
     assert "rdmaq-shm" in table and "p99[us]" in table
     # the JSON alone re-renders the tables and a plot
@@ -145,8 +147,17 @@ def test_unavailable_queue_is_skipped_with_a_message(tmp_path, capsys):
     assert "skipping rdmaq-verbs" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, recorded", [
+    (["--json", "/home/u/runs/a.json", "--plot=/tmp/x/a.png"], ["--json", "a.json", "--plot=a.png"]),
+    (["--readers", "4,8", "--label", "h200"], ["--readers", "4,8", "--label", "h200"]),
+    (["--json", "out/"], ["--json", "out"]),
+])
+def test_recorded_argv_keeps_only_the_last_component_of_paths(argv, recorded):
+    assert machine.recorded_argv(argv) == recorded
+
+
 def test_numpy_percentiles_match_stats():
-    from rdmaq_bench.stats import summarize
+    from rdmaq.bench.stats import summarize
     v = np.arange(1, 1001, dtype=np.int64) * 1000
     s = summarize(v)
     assert s["p50_us"] == pytest.approx(500.5) and s["max_us"] == 1000.0 and s["n"] == 1000

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from rdmaq_bench import serve, serve_attack, serve_report, serve_steps, steptime
-from rdmaq_bench.serve_server import role_of
+from rdmaq.bench import serve, serve_attack, serve_report, serve_steps, steptime
+from rdmaq.bench.serve_server import role_of
 
 ENGINE, TP0, TP1 = "VLLM::EngineCore", "VLLM::Worker_TP0", "VLLM::Worker_TP1"
 

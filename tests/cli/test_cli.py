@@ -5,10 +5,12 @@ Runs the installed console script (the one `pip install .` puts beside this Pyth
 A package that is "not installed" is simulated by a None entry in sys.modules,
 which makes its import fail exactly as a missing package does.
 """
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -153,3 +155,23 @@ def test_build_names_the_missing_headers(tmp_path, monkeypatch):
     (tmp_path / "infiniband").mkdir()
     (tmp_path / "infiniband" / "verbs.h").write_text("")
     assert _build.verbs_skip_reason() is None
+
+
+def test_every_package_of_the_tree_is_shipped():
+    """pyproject.toml lists the packages: a new subpackage of rdmaq/ must be in the list."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    in_tree = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "rdmaq").rglob("__init__.py")}
+    assert in_tree | {"rdmaq.bench"} == listed
+
+
+def test_one_top_level_package():
+    """The wheel installs `rdmaq` alone (the benchmark ships as rdmaq.bench), and every
+    entry point it declares names a module that exists."""
+    dist = metadata.distribution("rdmaq")
+    assert (dist.read_text("top_level.txt") or "").split() == ["rdmaq"]
+    assert importlib.util.find_spec("rdmaq.bench.cli") is not None
+    for ep in dist.entry_points:
+        assert ep.module.split(".")[0] == "rdmaq", ep
+        assert importlib.util.find_spec(ep.module) is not None, ep

@@ -45,6 +45,20 @@ def test_wraparound_many_laps_preserves_order(transport):
         r.close()
 
 
+def test_one_thread_alternating_put_and_get_of_whole_ring_messages(transport):
+    """One thread puts a message that takes every slot, then gets it, again and again:
+    the credit of the message just read is back before the next put needs the ring."""
+    slot_bytes, slots = 1024, 8
+    size = slots * (slot_bytes - 40)  # a slot carries slot_bytes - 40 payload bytes
+    with rdmaq.Writer(1, transport=transport, slot_bytes=slot_bytes, slots=slots) as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=60)
+        for i in range(20):
+            w.put(bytes([i]) * size, timeout=30)
+            assert r.get(timeout=30) == bytes([i]) * size
+        r.close()
+
+
 def test_slow_reader_paces_the_writer(transport):
     """A reader that takes its time holds the writer back; nothing is lost."""
     with rdmaq.Writer(1, transport=transport, slot_bytes=256, slots=4) as w:

@@ -1,14 +1,15 @@
 """Bad input gets a clear error naming what was wrong."""
+import dataclasses
 import pickle
 
 import pytest
 
 import rdmaq
-
+from rdmaq.handle import ShmInfo, VerbsInfo
 
 # What a reader on another process (verbs: another host) needs to find the queue.
-HANDLE_KEYS = {"shm": {"name", "boot_id"},
-               "verbs": {"endpoint", "live", "writer", "queue", "slot_bytes", "slots"}}
+INFO = {"shm": (ShmInfo, {"name", "boot_id"}),
+        "verbs": (VerbsInfo, {"endpoint", "live", "writer", "queue", "slot_bytes", "slots"})}
 
 
 def test_handle_is_small_and_picklable(transport):
@@ -17,7 +18,9 @@ def test_handle_is_small_and_picklable(transport):
         assert len(data) < 768
         h = pickle.loads(data)
         assert h == w.handle and h.n_readers == 8 and h.transport == transport
-        assert HANDLE_KEYS[transport] <= set(h.info)
+        info_type, needed = INFO[transport]
+        assert type(h.info) is info_type
+        assert all(getattr(h.info, k) for k in needed), h.info
 
 
 @pytest.mark.parametrize("index", [-1, 2, 100])
@@ -35,24 +38,26 @@ def test_not_a_handle():
 def test_corrupt_handle():
     with rdmaq.Writer(1, transport="shm") as w:
         h = w.handle
-        bad = rdmaq.Handle(h.transport, h.n_readers, {"boot_id": h.info["boot_id"]})
-        with pytest.raises(ValueError, match=r"corrupt shm handle: info\['name'\]"):
+        bad = rdmaq.Handle(h.transport, h.n_readers, dataclasses.replace(h.info, name=""))
+        with pytest.raises(ValueError, match="corrupt shm handle: field 'info.name'"):
             rdmaq.Reader(bad, 0)
-        gone = rdmaq.Handle("shm", 1, {"name": "rdmaq-no-such-queue"})
+        with pytest.raises(TypeError, match="handle info must be a ShmInfo for transport 'shm', got dict"):
+            rdmaq.Reader(rdmaq.Handle("shm", 1, {"name": h.info.name}), 0)
+        gone = rdmaq.Handle("shm", 1, ShmInfo("rdmaq-no-such-queue", ""))
         with pytest.raises(rdmaq.QueueNotFoundError, match="no rdmaq queue rdmaq-no-such-queue here"):
             rdmaq.Reader(gone, 0)
 
 
 def test_handle_for_unknown_transport_or_version():
     with pytest.raises(ValueError, match="unknown transport 'carrier-pigeon'"):
-        rdmaq.Reader(rdmaq.Handle("carrier-pigeon", 1, {}), 0)
+        rdmaq.Reader(rdmaq.Handle("carrier-pigeon", 1, ShmInfo("x", "")), 0)
     with pytest.raises(ValueError, match="different rdmaq releases"):
-        rdmaq.Reader(rdmaq.Handle("shm", 1, {}, version=99), 0)
+        rdmaq.Reader(rdmaq.Handle("shm", 1, ShmInfo("x", ""), version=99), 0)
 
 
 def test_handle_from_another_host():
     with rdmaq.Writer(1, transport="shm") as w:
-        h = rdmaq.Handle("shm", 1, {**w.handle.info, "boot_id": "another-machine"})
+        h = rdmaq.Handle("shm", 1, dataclasses.replace(w.handle.info, boot_id="another-machine"))
         with pytest.raises(ValueError, match="made on another host"):
             rdmaq.Reader(h, 0)
 

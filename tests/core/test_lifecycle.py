@@ -142,7 +142,7 @@ def test_stats_count_messages_bytes_and_waits(transport):
         w.wait_ready(timeout=30)
         for i in range(10):
             w.put(b"s" * i)
-        for i in range(10):
+        for _ in range(10):
             r.get(timeout=30)
         with pytest.raises(TimeoutError):
             r.get(timeout=0.3)

@@ -84,7 +84,7 @@ def test_reader_waiting_for_ready_sees_a_killed_writer(transport, procs, results
     procs.append(start(idle_writer, transport, results))
     handle = results.get(timeout=TIMEOUT)
     if transport == "shm":
-        shm_names.append(handle.info["name"])  # its segment outlives it (issue 11 item 7)
+        shm_names.append(handle.info.name)  # its segment outlives it (issue 11 item 7)
     r = rdmaq.Reader(handle, 0)
     try:
         before = sleeps(r)
@@ -109,7 +109,7 @@ def _leftovers(name):
 
 def test_dev_shm_clean_after_close(shm_names):
     w = rdmaq.Writer(2, transport="shm", slot_bytes=1024, slots=8)
-    name = w.handle.info["name"]
+    name = w.handle.info.name
     shm_names.append(name)
     rs = [rdmaq.Reader(w.handle, i) for i in range(2)]
     w.wait_ready(timeout=30)
@@ -125,7 +125,7 @@ def test_dev_shm_clean_after_close(shm_names):
 def test_dev_shm_clean_after_writer_crash_mid_stream(procs, results, shm_names):
     procs.append(start(doomed_writer, "shm", 2, results))
     handle = results.get(timeout=TIMEOUT)
-    name = handle.info["name"]
+    name = handle.info.name
     shm_names.append(name)
     procs += [start(stream_reader, handle, i, results) for i in range(2)]
     assert sorted(results.get(timeout=TIMEOUT)[1] for _ in range(2)) == ["started"] * 2
@@ -139,7 +139,7 @@ def test_dev_shm_clean_after_writer_crash_mid_stream(procs, results, shm_names):
 
 def test_dev_shm_clean_after_reader_crash_mid_stream(procs, results, shm_names):
     with rdmaq.Writer(2, transport="shm", slot_bytes=1024, slots=8) as w:
-        name = w.handle.info["name"]
+        name = w.handle.info.name
         shm_names.append(name)
         procs.append(start(stream_reader, w.handle, 0, results))
         procs.append(start(sleepy_reader, w.handle, 1, results))
@@ -158,7 +158,7 @@ def test_dev_shm_clean_after_reader_crash_mid_stream(procs, results, shm_names):
 def test_dev_shm_clean_after_writer_crash_before_ready(procs, results, shm_names):
     procs.append(start(idle_writer, "shm", results))
     handle = results.get(timeout=TIMEOUT)
-    name = handle.info["name"]
+    name = handle.info.name
     shm_names.append(name)
     r = rdmaq.Reader(handle, 0)
     kill_stopped(procs[0])
@@ -172,7 +172,7 @@ def test_dev_shm_clean_after_writer_crash_before_ready(procs, results, shm_names
 
 def test_dev_shm_clean_after_reader_crash_before_ready(procs, results, shm_names):
     w = rdmaq.Writer(2, transport="shm")
-    name = w.handle.info["name"]
+    name = w.handle.info.name
     shm_names.append(name)
     procs.append(start(attached_reader, w.handle, 0, results))
     assert results.get(timeout=TIMEOUT)[1] == "attached"

@@ -14,8 +14,9 @@ import time
 import pytest
 
 import rdmaq
-from rdmaq import _shm
 from children import CTX, TIMEOUT
+from rdmaq.handle import ShmInfo
+from rdmaq.transport import shm
 
 SHM = "/dev/shm"
 # csrc/shm.c: hdr (64) | writer wait (64) | attach[n] (64 each) | credit[n] (64 each) | ring
@@ -104,7 +105,7 @@ def test_forged_segment_is_refused_not_a_crash(case, size, fields, match):
     fields.setdefault("seg_bytes", size)
     _forge(name, size, **fields)
     try:
-        h = rdmaq.Handle("shm", 1, {"name": name})
+        h = rdmaq.Handle("shm", 1, ShmInfo(name, ""))
         with pytest.raises(rdmaq.ProtocolError, match=match):
             rdmaq.Reader(h, 0)
     finally:
@@ -116,7 +117,7 @@ def test_writer_refuses_credit_from_the_future():
     writer that overwrites unread slots or waits for ever."""
     with rdmaq.Writer(2, transport="shm") as w:
         r0 = rdmaq.Reader(w.handle, 0)
-        name = w.handle.info["name"]
+        name = w.handle.info.name
         fd = os.open(os.path.join(SHM, name), os.O_RDWR)
         try:
             with mmap.mmap(fd, 0) as m:
@@ -134,7 +135,7 @@ def test_writer_refuses_credit_from_the_future():
 
 def test_segment_names_are_unguessable_and_gone_once_connected():
     w1, w2 = rdmaq.Writer(1, transport="shm"), rdmaq.Writer(1, transport="shm")
-    n1, n2 = w1.handle.info["name"], w2.handle.info["name"]
+    n1, n2 = w1.handle.info.name, w2.handle.info.name
     assert n1 != n2
     for n in (n1, n2):
         assert n.startswith(f"rdmaq-{os.getpid()}-")
@@ -151,7 +152,7 @@ def test_segment_names_are_unguessable_and_gone_once_connected():
 
 def _writer_then_hang(out):
     w = rdmaq.Writer(2, transport="shm")
-    out.put(w.handle.info["name"])
+    out.put(w.handle.info.name)
     time.sleep(TIMEOUT)
 
 
@@ -166,10 +167,10 @@ def test_segment_of_a_killed_writer_is_swept_and_a_live_ones_kept():
         os.kill(p.pid, signal.SIGKILL)
         p.join(TIMEOUT)
     assert os.path.exists(os.path.join(SHM, dead))  # kill -9 before ready leaves it
-    removed = _shm.sweep_stale()
+    removed = shm.sweep_stale()
     assert dead in removed
     assert not os.path.exists(os.path.join(SHM, dead))
-    assert os.path.exists(os.path.join(SHM, live.handle.info["name"]))
+    assert os.path.exists(os.path.join(SHM, live.handle.info.name))
     live.close()
 
 
@@ -199,7 +200,7 @@ def test_attach_and_close_leak_no_mapping_or_fd():
     for _ in range(50):
         with rdmaq.Writer(2, transport="shm") as w:
             readers = [rdmaq.Reader(w.handle, i) for i in range(2)]
-            assert _maps(w.handle.info["name"]) == 3  # the writer's and one per reader
+            assert _maps(w.handle.info.name) == 3  # the writer's and one per reader
             w.wait_ready(timeout=TIMEOUT)
             w.put(b"x")
             for r in readers:
@@ -236,12 +237,14 @@ def test_bad_timeouts_are_refused(bad, exc, match):
 
 
 @pytest.mark.parametrize("info, exc, match", [
-    (None, TypeError, "handle info must be a dict"),
-    ([], TypeError, "handle info must be a dict"),
-    ("rdmaq-x", TypeError, "handle info must be a dict"),
-    ({"name": "rdmaq-a\0b"}, ValueError, "not a valid name"),
-    ({"name": "../etc/passwd"}, ValueError, "not a valid name"),
-    ({"name": 7}, ValueError, "must be a non-empty str"),
+    (None, TypeError, "handle info must be a ShmInfo"),
+    ([], TypeError, "handle info must be a ShmInfo"),
+    ("rdmaq-x", TypeError, "handle info must be a ShmInfo"),
+    ({"name": "rdmaq-x"}, TypeError, "handle info must be a ShmInfo for transport 'shm', got dict"),
+    (ShmInfo("rdmaq-a\0b", ""), ValueError, "field 'info.name' has characters it may not have"),
+    (ShmInfo("../etc/passwd", ""), ValueError, "field 'info.name' is not a segment name"),
+    (ShmInfo("", ""), ValueError, "field 'info.name' is not a segment name"),
+    (ShmInfo(7, ""), ValueError, "field 'info.name' must be a string"),  # type: ignore[arg-type]
 ])
 def test_malformed_handles_name_the_field(info, exc, match):
     with pytest.raises(exc, match=match):

@@ -5,7 +5,6 @@ import subprocess
 import sys
 import textwrap
 
-
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A conftest that is tests/conftest.py, loaded under another module name.

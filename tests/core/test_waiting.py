@@ -17,8 +17,8 @@ import time
 import pytest
 
 import rdmaq
-from rdmaq._rdmaq import lib
 from children import CTX, TIMEOUT
+from rdmaq._rdmaq import lib
 
 SYS_SCHED_GETATTR = 315  # x86-64
 SLICE_NS = 100_000

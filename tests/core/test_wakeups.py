@@ -140,7 +140,7 @@ def test_reader_credit_wakes_a_sleeping_writer(transport):
             for i in range(4):
                 w.put(bytes([lap, i]), timeout=60)
             before = sleeps(w)
-            t, box = in_thread(lambda: w.put(bytes([lap, 4]), timeout=60))
+            t, box = in_thread(lambda lap=lap: w.put(bytes([lap, 4]), timeout=60))
             wait_blocked(w, before, t, "put on a full ring")
             got = [r.get(timeout=60) for _ in range(5)]  # the 5th waits for the blocked put
             t.join(60)

@@ -2,13 +2,13 @@
 
 The lifecycle checks both transports share live in tests/core/test_lifecycle.py.
 """
+import dataclasses
 import os
 import signal
 
 import pytest
 
 import rdmaq
-import rdmaq._verbs as V
 from children import idle_writer, start
 
 
@@ -33,9 +33,9 @@ def test_reader_of_a_gone_writer_fails_fast(procs, results):
 
 def test_corrupt_verbs_handle():
     with rdmaq.Writer(1, transport="verbs") as w:
-        bad = rdmaq.Handle("verbs", 1, {"proto": V.PROTO, "queue": "x"})
-        with pytest.raises(ValueError, match="corrupt verbs handle"):
+        bad = rdmaq.Handle("verbs", 1, dataclasses.replace(w.handle.info, queue="x"))
+        with pytest.raises(ValueError, match="corrupt verbs handle: field 'info.queue'"):
             rdmaq.Reader(bad, 0)
-        old = rdmaq.Handle("verbs", 1, {**w.handle.info, "proto": 99})
+        old = rdmaq.Handle("verbs", 1, dataclasses.replace(w.handle.info, proto=99))
         with pytest.raises(ValueError, match="protocol 99"):
             rdmaq.Reader(old, 0)

@@ -26,7 +26,7 @@ def test_reader_on_second_host_and_one_local(procs, results):
     count = 200
     dev0 = os.environ.get("RDMAQ_VM_DEV0", "rxe0")
     with rdmaq.Writer(2, transport="verbs", device=dev0, slot_bytes=2048, slots=16) as w:
-        assert w.handle.info["device"] == dev0
+        assert w.handle.info.device == dev0
         procs.append(start(checksum_reader, w.handle, 0, count, results))
         peer = subprocess.Popen(
             ["rxe-peer", sys.executable, os.path.join(HERE, "vpeer.py"),

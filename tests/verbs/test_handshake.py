@@ -1,12 +1,13 @@
 """Forged and corrupt bootstrap data: every field is checked before use.
 
-The verbs bootstrap (rdmaq/_verbs.py) is JSON over pyzmq, and the handle
+The verbs bootstrap (rdmaq/transport/verbs) is JSON over pyzmq, and the handle
 travels through the caller's hands: all of it comes from another process.
 Here a forger talks to a real writer, and a fake writer answers a real
 reader; each bad field must give an error naming it (never a crash, an
 out-of-bounds read or a hang), and the real endpoint must keep working.
 """
 import copy
+import dataclasses
 import json
 import os
 import secrets
@@ -17,8 +18,10 @@ import pytest
 import zmq
 
 import rdmaq
-import rdmaq._verbs as V
 from children import checksum_reader, start
+from rdmaq.handle import VerbsInfo
+from rdmaq.transport.verbs.device import open_context
+from rdmaq.transport.verbs.protocol import PROTO
 
 GEOMETRY = {"n_readers": 1, "slot_bytes": 1024, "slots": 8}
 
@@ -34,17 +37,17 @@ class Forger:
         self.handle = handle
         self.dealer = zmq.Context.instance().socket(zmq.DEALER)
         self.dealer.linger = 0
-        self.dealer.connect(handle.info["endpoint"])
-        self.live = socket.create_connection(tuple(handle.info["live"]), timeout=30)
+        self.dealer.connect(handle.info.endpoint)
+        self.live = socket.create_connection(handle.info.live, timeout=30)
 
     def attach(self):
         """A well-formed ATTACH (a new pool of one QP that exists nowhere)."""
         w = self.handle.info
         return {
-            "op": "attach", "proto": V.PROTO, "queue": w["queue"], "index": 0,
+            "op": "attach", "proto": PROTO, "queue": w.queue, "index": 0,
             "geometry": dict(GEOMETRY), "proc": secrets.token_hex(16), "pid": os.getpid(),
             "host": socket.gethostname(),
-            "port": {"device": w["device"], "port": 1, "gid_index": 1, "gid": w["gid"], "lid": 0,
+            "port": {"device": w.device, "port": 1, "gid_index": 1, "gid": w.gid, "lid": 0,
                      "link_layer": 2, "mtu": 3},
             "pool": {"id": 12345, "qps": [[4000, 7]]},
             "ring": {"ep_id": 9, "rkey": 77, "addr": 0x10000, "key": 0},
@@ -139,9 +142,9 @@ def test_forged_requests_get_errors_naming_the_field_and_the_writer_keeps_servin
             ]:
                 reply = forger.ask(raw)
                 assert reply["ok"] is False and want in reply["error"], (raw[:20], reply)
-            own = _set(good, "proc", w.handle.info["writer"])
+            own = _set(good, "proc", w.handle.info.writer.hex())
             assert "field 'proc' is this writer's own process id" in forger.ask(own)["error"]
-            attached = forger.ask({"op": "attached", "proto": V.PROTO, "queue": good["queue"], "index": 0})
+            attached = forger.ask({"op": "attached", "proto": PROTO, "queue": good["queue"], "index": 0})
             assert "sent ATTACHED without ATTACH" in attached["error"], attached
             # Above the size limit zmq drops the message (and the connection).
             forger.dealer.send(b"x" * (200 * 1024))
@@ -181,25 +184,27 @@ def test_half_attached_reader_holds_its_index_until_its_connection_ends(procs, r
 
 
 def _handle(w, **changes):
-    info = dict(w.handle.info)
+    info = copy.copy(w.handle.info)
     for k, v in changes.items():
         if v is DELETE:
-            del info[k]
+            object.__delattr__(info, k)  # as in a handle another release pickled
         else:
-            info[k] = v
+            info = dataclasses.replace(info, **{k: v})
     return rdmaq.Handle("verbs", w.handle.n_readers, info)
 
 
 BAD_HANDLE = [
-    ("writer", "abcd", "field 'writer' must be 16 bytes"),  # C reads 16 bytes from it
-    ("endpoint", "ipc:///tmp/x", "field 'endpoint' must be tcp://HOST:PORT"),
-    ("live", ["192.0.2.1"], "field 'live' must have 2..2 entries"),
-    ("live", [7, 1], "field 'live[0]' must be a string"),
-    ("pid", "42", "field 'pid' must be an integer"),
-    ("slots", 1 << 40, "field 'handle.slots' must be in 2..16777216"),
-    ("slot_bytes", "4096", "field 'handle.slot_bytes' must be an integer"),
-    ("max_message", 0, "field 'max_message' must be in 1.."),
-    ("queue", DELETE, "field 'queue' is missing"),
+    ("writer", b"abcd", "field 'info.writer' must be 16 bytes"),  # C reads 16 bytes from it
+    ("writer", "ab" * 16, "field 'info.writer' must be 16 bytes"),
+    ("endpoint", "ipc://x", "field 'info.endpoint' must be tcp://HOST:PORT"),
+    ("live", ("192.0.2.1",), "field 'info.live' must have 2..2 entries"),
+    ("live", (7, 1), "field 'info.live[0]' must be a string"),
+    ("pid", "42", "field 'info.pid' must be an integer"),
+    ("slots", 1 << 40, "field 'info.slots' must be in 2..16777216"),
+    ("slot_bytes", "4096", "field 'info.slot_bytes' must be an integer"),
+    ("max_message", 0, "field 'info.max_message' must be in 1.."),
+    ("gid", "00", "field 'info.gid' must be 16 bytes"),
+    ("queue", DELETE, "field 'info.queue' is missing"),
 ]
 
 
@@ -211,10 +216,9 @@ def test_corrupt_handle_fields_are_named():
             assert want in str(e.value), (field, value)
 
 
-def test_handle_info_that_is_not_a_dict():
-    # Handle.check refuses it for every transport, before the verbs checks.
-    with pytest.raises(TypeError, match="handle info must be a dict, got list"):
-        rdmaq.Reader(rdmaq.Handle("verbs", 1, ["not", "a", "dict"]), 0)
+def test_handle_info_of_another_type():
+    with pytest.raises(TypeError, match="handle info must be a VerbsInfo for transport 'verbs', got list"):
+        rdmaq.Reader(rdmaq.Handle("verbs", 1, ["not", "a", "VerbsInfo"]), 0)
 
 
 def test_handle_geometry_other_than_the_writers():
@@ -232,15 +236,15 @@ class FakeWriter:
         self.router.linger = 0
         zport = self.router.bind_to_random_port(f"tcp://{ip}")
         self.listener = socket.create_server((ip, 0))
-        port = V._open_ctx()[1]  # the reader's own port: its QPs connect to it
-        gid = bytes(V.ffi.buffer(port.gid, 16)).hex()
+        port = open_context().port  # the reader's own port: its QPs connect to it
+        gid = port.gid.hex()
         self.port = {"device": "fake0", "port": 1, "gid_index": 1, "gid": gid, "lid": 0,
                      "link_layer": port.link_layer, "mtu": port.mtu}
-        self.handle = rdmaq.Handle("verbs", 1, {
-            "proto": V.PROTO, "endpoint": f"tcp://{ip}:{zport}", "live": [ip, self.listener.getsockname()[1]],
-            "queue": secrets.token_hex(8), "writer": secrets.token_hex(16), "pid": 4242,
-            "host": socket.gethostname(), "device": "fake0", "gid": gid,
-            "slot_bytes": GEOMETRY["slot_bytes"], "slots": GEOMETRY["slots"], "max_message": 1 << 20})
+        self.handle = rdmaq.Handle("verbs", 1, VerbsInfo(
+            proto=PROTO, endpoint=f"tcp://{ip}:{zport}", live=(ip, self.listener.getsockname()[1]),
+            queue=secrets.token_hex(8), writer=secrets.token_bytes(16), pid=4242,
+            host=socket.gethostname(), device="fake0", gid=gid,
+            slot_bytes=GEOMETRY["slot_bytes"], slots=GEOMETRY["slots"], max_message=1 << 20))
         self.conns = []
 
     def attach_request(self):

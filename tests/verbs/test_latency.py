@@ -155,7 +155,7 @@ def _one_way(procs, results, spin_us, gap_s):
     with rdmaq.Writer(1, transport="verbs", slot_bytes=4096, slots=64, spin_us=spin_us) as w:
         procs.append(start(stamped_reader, w.handle, ITERS, results, spin_us))
         w.wait_ready(timeout=300)
-        for i in range(ITERS):
+        for _ in range(ITERS):
             w.put(time.monotonic_ns().to_bytes(8, "little") + bytes(56), timeout=60)
             time.sleep(gap_s)
         kind, lat, stats = results.get(timeout=300)

@@ -24,9 +24,9 @@ import threading
 import time
 
 import pytest
+from vstream import check, message
 
 import rdmaq
-from vstream import check, message
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEV0 = os.environ.get("RDMAQ_VM_DEV0", "rxe0")
@@ -96,7 +96,7 @@ class Peer:
             try:
                 ev = self.events.get(timeout=timeout)
             except queue.Empty:
-                raise AssertionError(f"the peer said nothing for {timeout} s (waiting for {kinds})")
+                raise AssertionError(f"the peer said nothing for {timeout} s (waiting for {kinds})") from None
             if ev is None:
                 self.proc.wait(30)
                 raise AssertionError(f"the peer exited ({self.proc.returncode}) before {kinds}: "

@@ -5,9 +5,12 @@ import os
 import platform
 import time
 
+import zmq
+
 import rdmaq
-import rdmaq._verbs as V
 from children import CTX, start
+from rdmaq.transport import verbs
+from rdmaq.transport.verbs import device
 from vhelpers import pool_peer, threaded_readers
 
 
@@ -30,15 +33,15 @@ def _setup_queue(commands, results, n_queue):
 def test_second_queue_between_same_processes_creates_no_qp(procs, results, results_dir):
     commands = CTX.Queue()
     procs.append(start(pool_peer, commands, results))
-    V._open_ctx()  # device context and zmq exist before the clock starts
-    V.zmq.Context.instance()
+    device.open_context()  # device context and zmq exist before the clock starts
+    zmq.Context.instance()
     assert results.get(timeout=300) == ("up",)
-    before = V.process_stats()
+    before = verbs.process_stats()
     writers, timings, peer_stats = [], [], []
     for n in range(3):
-        mid = V.process_stats()
+        mid = verbs.process_stats()
         w, setup_w, setup_r, pstats = _setup_queue(commands, results, n)
-        after = V.process_stats()
+        after = verbs.process_stats()
         writers.append(w)
         timings.append({"writer_s": setup_w, "reader_s": setup_r,
                         "qps_created": _delta(after, mid, "qps_created")})
@@ -54,8 +57,8 @@ def test_second_queue_between_same_processes_creates_no_qp(procs, results, resul
     # Writer side: the first queue created the pool, the next two reused it.
     assert timings[0]["qps_created"] >= 1
     assert timings[1]["qps_created"] == 0 and timings[2]["qps_created"] == 0
-    assert _delta(V.process_stats(), before, "pools_created") == 1
-    assert _delta(V.process_stats(), before, "pools_reused") == 2
+    assert _delta(verbs.process_stats(), before, "pools_created") == 1
+    assert _delta(verbs.process_stats(), before, "pools_reused") == 2
     # Reader side likewise: QPs created only while attaching the first queue.
     assert peer_stats[0]["qps_created"] >= 1
     assert peer_stats[2]["qps_created"] == peer_stats[0]["qps_created"]
@@ -84,7 +87,7 @@ def _capped(out):
             w.put(b"one")
             ok = r.get(timeout=30) == b"one"
             r.close()
-        out.put((ok, V.process_stats()))
+        out.put((ok, verbs.process_stats()))
     except Exception as e:
         out.put((False, repr(e)))
 
@@ -117,4 +120,4 @@ def test_readers_in_one_process_share_one_pool(procs, results):
         assert after["qps_created"] - before["qps_created"] == after["qps_live"] - before["qps_live"]
         assert after["pools_reused"] - before["pools_reused"] == 3  # readers 2..4 of the process
         w.close()
-    assert V.process_stats()["qps_live"] >= 1
+    assert verbs.process_stats()["qps_live"] >= 1

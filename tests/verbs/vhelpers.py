@@ -8,8 +8,8 @@ import threading
 import time
 
 import rdmaq
-import rdmaq._verbs as V
-
+from rdmaq.transport import verbs
+from rdmaq.transport.verbs import device
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "..", "..", "csrc")
@@ -34,7 +34,7 @@ def build_c(name, srcs, cflags=("-O2",), libs=("-libverbs", "-lpthread"), shared
 
 def threaded_readers(handle, indexes, count, out):
     """Several readers of one queue as threads of one process: one QP pool."""
-    before = V.process_stats()
+    before = verbs.process_stats()
     digests, errs = {}, []
 
     def run(i):
@@ -53,7 +53,7 @@ def threaded_readers(handle, indexes, count, out):
         t.start()
     for t in ts:
         t.join(300)
-    out.put(("threads", errs, digests, before, V.process_stats()))
+    out.put(("threads", errs, digests, before, verbs.process_stats()))
 
 
 def pool_peer(commands, out):
@@ -65,7 +65,7 @@ def pool_peer(commands, out):
     readers = []
     try:
         # Open the device and zmq first: the timings compare QP pools only.
-        V._open_ctx()
+        device.open_context()
         import zmq
 
         zmq.Context.instance()
@@ -79,7 +79,7 @@ def pool_peer(commands, out):
             r.wait_ready(timeout=120)
             setup = time.perf_counter() - t0
             readers.append(r)
-            out.put(("attached", setup, V.process_stats()))
+            out.put(("attached", setup, verbs.process_stats()))
             for q in readers:  # every queue still works
                 out.put(("got", bytes(q.get(timeout=120))))
     except Exception as e:

@@ -9,8 +9,7 @@ import pickle
 import sys
 
 import rdmaq
-import rdmaq._verbs as V
-from rdmaq._rdmaq_verbs import ffi
+from rdmaq.transport import verbs
 
 
 def main():
@@ -21,9 +20,9 @@ def main():
         d = hashlib.sha256()
         for _ in range(count):
             d.update(r.get(timeout=120))
-        device = ffi.string(r._b._port.device).decode()
+        device = r._b._ctx.port.device
         print(json.dumps({"digest": d.hexdigest(), "device": device, "stats": r.stats,
-                          "verbs": V.process_stats()}), flush=True)
+                          "verbs": verbs.process_stats()}), flush=True)
 
 
 if __name__ == "__main__":

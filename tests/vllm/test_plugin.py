@@ -20,11 +20,12 @@ import pytest
 pytest.importorskip("vllm")
 arg_utils = pytest.importorskip("vllm.engine.arg_utils")
 
-from rdmaq.vllm import plugin  # noqa: E402
-from rdmaq.vllm.queue import RdmaqMessageQueue, VllmMessageQueue  # noqa: E402
 from vllm.distributed.device_communicators import shm_broadcast as sb  # noqa: E402
 from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
 from vllm.v1.executor import multiproc_executor as me  # noqa: E402
+
+from rdmaq.vllm import plugin  # noqa: E402
+from rdmaq.vllm.queue import RdmaqMessageQueue, VllmMessageQueue  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

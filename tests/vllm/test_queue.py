@@ -25,13 +25,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("vllm")
 
-from observe import in_thread, wait_blocked  # noqa: E402
+from vllm.distributed.device_communicators import shm_broadcast as sb  # noqa: E402
 
 import rdmaq  # noqa: E402
+from observe import in_thread, wait_blocked  # noqa: E402
 from rdmaq.vllm import queue as rq  # noqa: E402
 from rdmaq.vllm._geometry import ring_geometry  # noqa: E402
 from rdmaq.vllm.queue import RdmaqHandle, RdmaqMessageQueue  # noqa: E402
-from vllm.distributed.device_communicators import shm_broadcast as sb  # noqa: E402
 
 MQ = RdmaqMessageQueue
 FORK = multiprocessing.get_context("fork")
@@ -583,8 +583,9 @@ def _pg_broadcast(rank):
 
 
 def _pg_single_reader(rank):
-    import torch.distributed as dist
     from unittest import mock
+
+    import torch.distributed as dist
 
     with mock.patch(
         "vllm.platforms.interface.get_assigned_physical_gpu_ids", return_value=[0, 1, 2]

@@ -26,7 +26,6 @@ import logging
 import os
 
 import pytest
-
 import vllm.distributed.device_communicators.shm_broadcast as _sb
 
 IMPL = os.environ.get("RDMAQ_UPSTREAM_IMPL", "rdmaq")
