@@ -377,6 +377,7 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 			    int64_t deadline)
 {
 	struct rdmaq_cad_window win;
+	uint64_t before_busy = wt->stats->busy;
 	int ret;
 
 	ret = cond(arg);
@@ -390,10 +391,14 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 		if (ret)
 			return ret;
 	}
-	if (wt->spin_max_ns && !rdmaq_cpu_busy(rdmaq_now_ns())) {
-		ret = rdmaq_wait_adaptive_spin(wt, cond, arg, deadline);
-		if (ret)
-			return ret;
+	if (wt->spin_max_ns) {
+		if (!rdmaq_cpu_busy(rdmaq_now_ns())) {
+			ret = rdmaq_wait_adaptive_spin(wt, cond, arg, deadline);
+			if (ret)
+				return ret;
+		} else if (wt->stats->busy == before_busy) {
+			wt->stats->busy++; /* once per wait, whichever step saw it */
+		}
 	}
 	return rdmaq_wait_blocking(wt, cond, arg, deadline);
 }

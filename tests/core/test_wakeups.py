@@ -84,7 +84,11 @@ def test_spinning_reader_costs_no_wakeup(transport):
         _ping_pong(w, r, 200)
         wakeups = w.stats["wakeups"] - w0["wakeups"]
         spins = r.stats["spins"] - r0["spins"]
-        assert spins >= 1, r.stats
+        busy = r.stats["busy"] - r0["busy"]
+        # A reader never spins on an oversubscribed CPU (slow VMs often are one):
+        # its gets then block, and count why.
+        if busy == 0:
+            assert spins >= 1, r.stats
         if transport == "verbs":  # a doorbell per flush, asleep or not
             assert wakeups == 200, w.stats
         else:
