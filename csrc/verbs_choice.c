@@ -107,14 +107,17 @@ int rdmaq_verbs_choose(struct ibv_device **list, int num, const char *device, ui
 			} else if (pa.link_layer == IBV_LINK_LAYER_ETHERNET) {
 				gid = port_pick_gid(c, p, pa.gid_tbl_len, &local);
 				if (gid < 0)
-					continue;	/* no RoCEv2 IPv4 GID (yet) */
+					continue; /* no RoCEv2 IPv4 GID (yet) */
 				score = local ? 2 : 1;
 			} else {
 				score = 1;
 			}
 			if (score > best->score) {
 				*best = (struct rdmaq_verbs_choice){
-					.dev = list[d], .port = p, .gid_index = gid, .score = score,
+					.dev = list[d],
+					.port = p,
+					.gid_index = gid,
+					.score = score,
 				};
 			}
 		}
@@ -125,7 +128,9 @@ int rdmaq_verbs_choose(struct ibv_device **list, int num, const char *device, ui
 	if (best->score)
 		return 0;
 	if (device && *device && !matched)
-		return rdmaq_set_err(-ENODEV, "no RDMA device named %s (see `rdmaq doctor`)", device);
-	return rdmaq_set_err(-ENODEV, "no ACTIVE RDMA port with a usable GID%s%s%s (see `rdmaq doctor`)",
+		return rdmaq_set_err(-ENODEV, "no RDMA device named %s (see `rdmaq doctor`)",
+				     device);
+	return rdmaq_set_err(-ENODEV,
+			     "no ACTIVE RDMA port with a usable GID%s%s%s (see `rdmaq doctor`)",
 			     *seen ? " (ports: " : "", seen, *seen ? ")" : "");
 }

@@ -12,7 +12,7 @@ struct rdmaq_verbs_choice {
 	struct ibv_device *dev;
 	uint32_t port;
 	int gid_index;
-	int score;		/* 2: RoCE address in our netns, 1: usable */
+	int score; /* 2: RoCE address in our netns, 1: usable */
 };
 
 /*

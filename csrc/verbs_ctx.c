@@ -20,7 +20,7 @@
 #include "verbs_errno.h"
 #include "verbs_stats.h"
 
-#define RDMAQ_VERBS_WANT_INLINE		256	/* inline bytes asked of the first QP */
+#define RDMAQ_VERBS_WANT_INLINE 256 /* inline bytes asked of the first QP */
 
 static pthread_mutex_t ctx_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rdmaq_verbs_ctx *ctx_list;
@@ -48,11 +48,13 @@ int rdmaq_verbs_reg(struct rdmaq_verbs_ctx *ctx, void *mem, size_t len, int acce
 	if (*out)
 		return 0;
 	err = -rdmaq_verbs_null_err(-EIO);
-	if ((err == ENOMEM || err == EPERM || err == EAGAIN) && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
-	    rl.rlim_cur != RLIM_INFINITY)
-		return rdmaq_set_err(-err, "ibv_reg_mr (%s, %zu bytes): %s; RLIMIT_MEMLOCK is %llu KiB: "
+	if ((err == ENOMEM || err == EPERM || err == EAGAIN) &&
+	    getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		return rdmaq_set_err(-err,
+				     "ibv_reg_mr (%s, %zu bytes): %s; RLIMIT_MEMLOCK is %llu KiB: "
 				     "raise it (ulimit -l unlimited, or --ulimit memlock=-1 in containers)",
-				     what, len, strerror(err), (unsigned long long)rl.rlim_cur / 1024);
+				     what, len, strerror(err),
+				     (unsigned long long)rl.rlim_cur / 1024);
 	return rdmaq_set_err(-err, "ibv_reg_mr (%s, %zu bytes): %s", what, len, strerror(err));
 }
 
@@ -70,7 +72,8 @@ static uint32_t env_u32(const char *name, uint32_t def, uint32_t lo, uint32_t hi
 	return (uint32_t)v;
 }
 
-static int ctx_setup(struct rdmaq_verbs_ctx *ctx, struct ibv_device *dev, uint32_t port, int gid_index)
+static int ctx_setup(struct rdmaq_verbs_ctx *ctx, struct ibv_device *dev, uint32_t port,
+		     int gid_index)
 {
 	struct ibv_gid_entry ent;
 	uint32_t srq_depth;
@@ -87,7 +90,8 @@ static int ctx_setup(struct rdmaq_verbs_ctx *ctx, struct ibv_device *dev, uint32
 	snprintf(ctx->info.device, sizeof(ctx->info.device), "%s", ibv_get_device_name(dev));
 	if ((ret = ibv_query_device(ctx->ibctx, &ctx->dev_attr))) {
 		ret = rdmaq_verbs_err(ret);
-		ret = rdmaq_set_err(ret, "ibv_query_device(%s): %s", ctx->info.device, strerror(-ret));
+		ret = rdmaq_set_err(ret, "ibv_query_device(%s): %s", ctx->info.device,
+				    strerror(-ret));
 		goto clean_dev;
 	}
 	if ((ret = ibv_query_port(ctx->ibctx, (uint8_t)port, &ctx->port_attr))) {
@@ -134,9 +138,10 @@ static int ctx_setup(struct rdmaq_verbs_ctx *ctx, struct ibv_device *dev, uint32
 	ncpu = sysconf(_SC_NPROCESSORS_CONF);
 	if (ncpu < 1)
 		ncpu = 1;
-	ctx->qps_per_peer = env_u32("RDMAQ_QPS_PER_PEER",
-				    ncpu > RDMAQ_VERBS_MAX_QPS ? RDMAQ_VERBS_MAX_QPS : (uint32_t)ncpu,
-				    1, RDMAQ_VERBS_MAX_QPS);
+	ctx->qps_per_peer =
+		env_u32("RDMAQ_QPS_PER_PEER",
+			ncpu > RDMAQ_VERBS_MAX_QPS ? RDMAQ_VERBS_MAX_QPS : (uint32_t)ncpu, 1,
+			RDMAQ_VERBS_MAX_QPS);
 	ctx->info.qps_per_peer = ctx->qps_per_peer;
 	ctx->max_inline = RDMAQ_VERBS_WANT_INLINE;
 	ctx->info.max_inline = ctx->max_inline;
@@ -169,18 +174,21 @@ int rdmaq_verbs_ctx_open(struct rdmaq_verbs_ctx **out, const char *device, uint3
 	list = ibv_get_device_list(&num);
 	if (!list && errno == ENOSYS) {
 		/* libibverbs finds no /sys/class/infiniband at all. */
-		ret = rdmaq_set_err(-ENODEV, "this kernel has no RDMA support (no /sys/class/infiniband): "
+		ret = rdmaq_set_err(-ENODEV,
+				    "this kernel has no RDMA support (no /sys/class/infiniband): "
 				    "use transport='shm' here, or a host/VM with an RDMA NIC or rdma_rxe; "
 				    "see `rdmaq doctor`");
 		goto out;
 	}
 	if (!list) {
 		ret = rdmaq_verbs_null_err(-ENODEV);
-		ret = rdmaq_set_err(ret, "ibv_get_device_list: %s; see `rdmaq doctor`", strerror(-ret));
+		ret = rdmaq_set_err(ret, "ibv_get_device_list: %s; see `rdmaq doctor`",
+				    strerror(-ret));
 		goto out;
 	}
 	if (num == 0) {
-		ret = rdmaq_set_err(-ENODEV, "no RDMA devices: load a NIC driver or create a SoftRoCE "
+		ret = rdmaq_set_err(-ENODEV,
+				    "no RDMA devices: load a NIC driver or create a SoftRoCE "
 				    "device (`rdmaq softroce up --netdev IF`); see `rdmaq doctor`");
 		goto free_list;
 	}
@@ -188,7 +196,8 @@ int rdmaq_verbs_ctx_open(struct rdmaq_verbs_ctx **out, const char *device, uint3
 	if (ret)
 		goto free_list;
 	for (ctx = ctx_list; ctx; ctx = ctx->next) {
-		if (!strcmp(ctx->info.device, ibv_get_device_name(pick.dev)) && ctx->info.port == pick.port &&
+		if (!strcmp(ctx->info.device, ibv_get_device_name(pick.dev)) &&
+		    ctx->info.port == pick.port &&
 		    ctx->info.gid_index == (uint32_t)pick.gid_index) {
 			*out = ctx;
 			ret = 0;

@@ -17,13 +17,13 @@
 #include "verbs_grave.h"
 #include "verbs_hub.h"
 
-#define RDMAQ_VERBS_MAX_QPS		64	/* per-CPU pool size cap */
+#define RDMAQ_VERBS_MAX_QPS 64 /* per-CPU pool size cap */
 
 struct rdmaq_verbs_pool;
 
 struct rdmaq_verbs_ctx {
 	struct rdmaq_verbs_ctx *next;
-	pid_t pid;			/* the process that opened it */
+	pid_t pid; /* the process that opened it */
 	struct ibv_context *ibctx;
 	struct ibv_pd *pd;
 	struct ibv_device_attr dev_attr;
@@ -31,7 +31,7 @@ struct rdmaq_verbs_ctx {
 	struct rdmaq_verbs_port info;
 	union ibv_gid gid;
 	uint32_t qps_per_peer;
-	uint32_t max_inline;		/* lowered by the first QP if the device wants less */
+	uint32_t max_inline; /* lowered by the first QP if the device wants less */
 	struct rdmaq_verbs_hub hub;
 	struct rdmaq_verbs_graveyard graveyard;
 	/* verbs_pool.c's pools to peer processes, under pool_lock. */

@@ -14,9 +14,9 @@
 #include "verbs_hub.h"
 
 struct rdmaq_verbs_ep {
-	struct rdmaq_verbs_hub_client hub;	/* hub.id: immediate data addressed to us */
+	struct rdmaq_verbs_hub_client hub; /* hub.id: immediate data addressed to us */
 	struct rdmaq_verbs_ctx *ctx;
-	int efd;			/* eventfd: doorbells and interrupts */
+	int efd; /* eventfd: doorbells and interrupts */
 	uint32_t sleeping;
 	uint64_t doorbells;
 };

@@ -22,8 +22,8 @@ void rdmaq_verbs_graveyard_init(struct rdmaq_verbs_graveyard *gy)
 /* One allocation: the grave, then nmrs MR slots, then nfds fd slots. */
 struct rdmaq_verbs_grave *rdmaq_verbs_grave_new(uint32_t nmrs, uint32_t nfds)
 {
-	struct rdmaq_verbs_grave *g = calloc(1, sizeof(*g) + nmrs * sizeof(g->mrs[0]) +
-					     nfds * sizeof(g->fds[0]));
+	struct rdmaq_verbs_grave *g =
+		calloc(1, sizeof(*g) + nmrs * sizeof(g->mrs[0]) + nfds * sizeof(g->fds[0]));
 
 	if (!g)
 		return NULL;

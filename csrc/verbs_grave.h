@@ -14,12 +14,12 @@
 /* Memory a closed endpoint exposed, kept until its peers let go. */
 struct rdmaq_verbs_grave {
 	struct rdmaq_verbs_grave *next;
-	struct ibv_mr **mrs;	/* nmrs slots, NULL = unused */
+	struct ibv_mr **mrs; /* nmrs slots, NULL = unused */
 	uint32_t nmrs;
-	void *mem[2];		/* munmap()ed once the MRs are gone */
+	void *mem[2]; /* munmap()ed once the MRs are gone */
 	size_t len[2];
-	int *fds;		/* liveness sockets: EOF on all = safe to free */
-	uint32_t nfds;		/* used so far, of the slots allocated */
+	int *fds;      /* liveness sockets: EOF on all = safe to free */
+	uint32_t nfds; /* used so far, of the slots allocated */
 };
 
 /* One per device context. */

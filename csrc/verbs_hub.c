@@ -46,7 +46,8 @@ static int set_nonblock(int fd, const char *what)
 	int flags = fcntl(fd, F_GETFL);
 
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
-		return rdmaq_set_err(-errno, "fcntl(O_NONBLOCK) on the %s: %s", what, strerror(errno));
+		return rdmaq_set_err(-errno, "fcntl(O_NONBLOCK) on the %s: %s", what,
+				     strerror(errno));
 	return 0;
 }
 
@@ -80,8 +81,8 @@ int rdmaq_verbs_hub_init(struct rdmaq_verbs_hub *hub, struct ibv_context *ibctx,
 	}
 	errno = 0;
 	hub->srq = ibv_create_srq(pd, &(struct ibv_srq_init_attr){
-		.attr = { .max_wr = srq_depth, .max_sge = 1 },
-	});
+					      .attr = { .max_wr = srq_depth, .max_sge = 1 },
+				      });
 	if (!hub->srq) {
 		ret = rdmaq_verbs_null_err(-ENOMEM);
 		ret = rdmaq_set_err(ret, "ibv_create_srq (%u WRs): %s", srq_depth, strerror(-ret));
@@ -152,8 +153,8 @@ static int hub_drain(struct rdmaq_verbs_hub *hub)
 	do {
 		n = ibv_poll_cq(hub->rcq, 32, wc);
 		if (n < 0)
-			return rdmaq_set_err(-EIO, "ibv_poll_cq (receive CQ of %s) failed: %s", hub->device,
-					     strerror(-rdmaq_verbs_err(n)));
+			return rdmaq_set_err(-EIO, "ibv_poll_cq (receive CQ of %s) failed: %s",
+					     hub->device, strerror(-rdmaq_verbs_err(n)));
 		for (i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				hub_recv_failed(hub, wc[i].qp_num, wc[i].status);
@@ -175,7 +176,7 @@ int rdmaq_verbs_hub_service(struct rdmaq_verbs_hub *hub, bool arm, bool trylock)
 
 	if (trylock) {
 		if (pthread_mutex_trylock(&hub->lock))
-			return 0;	/* somebody else is draining */
+			return 0; /* somebody else is draining */
 	} else {
 		pthread_mutex_lock(&hub->lock);
 	}
@@ -184,8 +185,8 @@ int rdmaq_verbs_hub_service(struct rdmaq_verbs_hub *hub, bool arm, bool trylock)
 		ret = ibv_req_notify_cq(hub->rcq, 0);
 		if (ret) {
 			ret = rdmaq_verbs_err(ret);
-			ret = rdmaq_set_err(ret, "ibv_req_notify_cq (receive CQ of %s): %s", hub->device,
-					    strerror(-ret));
+			ret = rdmaq_set_err(ret, "ibv_req_notify_cq (receive CQ of %s): %s",
+					    hub->device, strerror(-ret));
 		} else {
 			hub->armed = true;
 			/* Completions that landed before the arm raise no event. */
@@ -224,8 +225,8 @@ void rdmaq_verbs_hub_async(struct rdmaq_verbs_hub *hub)
 		case IBV_EVENT_PATH_MIG_ERR:
 			qp = ev.element.qp ? ev.element.qp->qp_context : NULL;
 			if (qp) {
-				snprintf(why, sizeof(why), "async event on QP %u: %s", ev.element.qp->qp_num,
-					 ibv_event_type_str(ev.event_type));
+				snprintf(why, sizeof(why), "async event on QP %u: %s",
+					 ev.element.qp->qp_num, ibv_event_type_str(ev.event_type));
 				qp->fail(qp, -EIO, why);
 			}
 			break;

@@ -17,10 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RDMAQ_VERBS_SRQ_DEPTH		4096	/* receives shared by all QPs */
+#define RDMAQ_VERBS_SRQ_DEPTH 4096 /* receives shared by all QPs */
 
 /* A client finds itself from the entry a callback is given. */
-#define rdmaq_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define rdmaq_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /*
  * A client's entry: an endpoint, rung by each WRITE_WITH_IMM whose immediate
@@ -29,7 +29,7 @@
  */
 struct rdmaq_verbs_hub_client {
 	struct rdmaq_verbs_hub_client *next;
-	uint32_t id;		/* endpoint: assigned by the hub; QP: its qp_num */
+	uint32_t id; /* endpoint: assigned by the hub; QP: its qp_num */
 	/* Endpoint: a doorbell arrived (under the hub's lock). */
 	void (*doorbell)(struct rdmaq_verbs_hub_client *c);
 	/* QP: it is broken, with err (negative errno) and why, for its message. */
@@ -42,8 +42,8 @@ struct rdmaq_verbs_hub_client {
  */
 struct rdmaq_verbs_hub {
 	pthread_mutex_t lock;
-	struct ibv_context *ibctx;	/* not owned: the context's device */
-	const char *device;		/* its name, for messages */
+	struct ibv_context *ibctx; /* not owned: the context's device */
+	const char *device;	   /* its name, for messages */
 	struct ibv_comp_channel *chan;
 	struct ibv_cq *rcq;
 	struct ibv_srq *srq;

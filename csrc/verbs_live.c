@@ -61,9 +61,11 @@ int rdmaq_verbs_live_why(char *buf, size_t len, int sock_err)
 {
 	if (!sock_err)
 		return snprintf(buf, len, "died: its connection closed before it closed the queue");
-	return snprintf(buf, len, "became unreachable: its connection failed (%s)%s", strerror(sock_err),
+	return snprintf(buf, len, "became unreachable: its connection failed (%s)%s",
+			strerror(sock_err),
 			sock_err == ETIMEDOUT ? ": no answer over the network (link down, host "
-			"gone or frozen)" : "");
+						"gone or frozen)"
+					      : "");
 }
 
 bool rdmaq_verbs_live_ended(struct rdmaq_verbs_live *l)

@@ -10,9 +10,9 @@
 
 /* An endpoint's liveness socket to one peer, and what became of it. */
 struct rdmaq_verbs_live {
-	int fd;			/* -1: none */
-	bool gone;		/* the peer's end ended (sticky) */
-	int err;		/* ... with this socket error (0: EOF) */
+	int fd;	   /* -1: none */
+	bool gone; /* the peer's end ended (sticky) */
+	int err;   /* ... with this socket error (0: EOF) */
 };
 
 /* True once the socket has ended: known, or checked now. */

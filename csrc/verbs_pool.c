@@ -117,7 +117,7 @@ static uint64_t pool_new_id(void)
 	uint64_t id;
 
 	do
-		id = rdmaq_random_u64() >> 11;	/* fits a double (JSON) exactly */
+		id = rdmaq_random_u64() >> 11; /* fits a double (JSON) exactly */
 	while (!id);
 	return id;
 }
@@ -125,7 +125,8 @@ static uint64_t pool_new_id(void)
 static int pool_self_create(struct rdmaq_verbs_ctx *ctx, const uint8_t *self_id,
 			    struct rdmaq_verbs_pool **out)
 {
-	struct rdmaq_verbs_pool *p = pool_alloc(ctx, self_id, pool_new_id(), ctx->qps_per_peer, true);
+	struct rdmaq_verbs_pool *p =
+		pool_alloc(ctx, self_id, pool_new_id(), ctx->qps_per_peer, true);
 	struct rdmaq_verbs_qp_info a, b;
 	uint32_t i;
 	int ret;
@@ -215,7 +216,8 @@ int rdmaq_verbs_pool_prepare(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, u
 	for (p = ctx->pools; p; p = p->next) {
 		if (!memcmp(p->peer, peer, 16) && p->state != RDMAQ_POOL_BROKEN) {
 			/* Lost a race with another thread: use theirs. */
-			ret = rdmaq_set_err(-EINPROGRESS, "a pool to this peer exists or is being set up");
+			ret = rdmaq_set_err(-EINPROGRESS,
+					    "a pool to this peer exists or is being set up");
 			goto out;
 		}
 	}
@@ -250,13 +252,19 @@ static int remote_check(struct rdmaq_verbs_ctx *ctx, const struct rdmaq_verbs_po
 	uint32_t i, j;
 
 	if (remote->link_layer != ctx->info.link_layer)
-		return rdmaq_set_err(-EPROTO, "link layers differ: peer %.63s is %s, %s is %s", remote->device,
-				     remote->link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" :
-				     remote->link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "unknown",
+		return rdmaq_set_err(-EPROTO, "link layers differ: peer %.63s is %s, %s is %s",
+				     remote->device,
+				     remote->link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet"
+				     : remote->link_layer == IBV_LINK_LAYER_INFINIBAND
+					     ? "InfiniBand"
+					     : "unknown",
 				     ctx->info.device,
-				     ctx->info.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand");
+				     ctx->info.link_layer == IBV_LINK_LAYER_ETHERNET
+					     ? "Ethernet"
+					     : "InfiniBand");
 	if (remote->mtu < IBV_MTU_256 || remote->mtu > IBV_MTU_4096)
-		return rdmaq_set_err(-EPROTO, "peer port: mtu %u is not an ibv_mtu (1..5)", remote->mtu);
+		return rdmaq_set_err(-EPROTO, "peer port: mtu %u is not an ibv_mtu (1..5)",
+				     remote->mtu);
 	if (remote->lid > 0xffff)
 		return rdmaq_set_err(-EPROTO, "peer port: lid %u is not 16 bits", remote->lid);
 	if ((ctx->info.link_layer == IBV_LINK_LAYER_ETHERNET || remote->lid == 0) &&
@@ -265,14 +273,16 @@ static int remote_check(struct rdmaq_verbs_ctx *ctx, const struct rdmaq_verbs_po
 	for (i = 0; i < n; i++) {
 		/* QP numbers and PSNs are 24 bits; QPs 0 and 1 are special. */
 		if (rqps[i].qpn < 2 || rqps[i].qpn > 0xffffff)
-			return rdmaq_set_err(-EPROTO, "peer QP %u: qpn %u is not a QP number (2..2^24-1)", i,
+			return rdmaq_set_err(-EPROTO,
+					     "peer QP %u: qpn %u is not a QP number (2..2^24-1)", i,
 					     rqps[i].qpn);
 		if (rqps[i].psn > 0xffffff)
-			return rdmaq_set_err(-EPROTO, "peer QP %u: psn %u is not 24 bits", i, rqps[i].psn);
+			return rdmaq_set_err(-EPROTO, "peer QP %u: psn %u is not 24 bits", i,
+					     rqps[i].psn);
 		for (j = 0; j < i; j++)
 			if (rqps[j].qpn == rqps[i].qpn)
-				return rdmaq_set_err(-EPROTO, "peer QPs %u and %u: the same qpn %u", j, i,
-						     rqps[i].qpn);
+				return rdmaq_set_err(-EPROTO, "peer QPs %u and %u: the same qpn %u",
+						     j, i, rqps[i].qpn);
 	}
 	return 0;
 }
@@ -290,7 +300,8 @@ int rdmaq_verbs_pool_accept(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, ui
 	if (ret)
 		return ret;
 	if (n < 1 || n > RDMAQ_VERBS_MAX_QPS)
-		return rdmaq_set_err(-EPROTO, "peer offers a pool of %u QPs (1..%u)", n, RDMAQ_VERBS_MAX_QPS);
+		return rdmaq_set_err(-EPROTO, "peer offers a pool of %u QPs (1..%u)", n,
+				     RDMAQ_VERBS_MAX_QPS);
 	if (!pool_id)
 		return rdmaq_set_err(-EPROTO, "peer offers pool id 0");
 	ret = remote_check(ctx, remote, rqps, n);
@@ -298,7 +309,8 @@ int rdmaq_verbs_pool_accept(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, ui
 		return ret;
 	pthread_mutex_lock(&ctx->pool_lock);
 	if (pool_by_id(ctx, pool_id)) {
-		ret = rdmaq_set_err(-EEXIST, "pool %llu exists already", (unsigned long long)pool_id);
+		ret = rdmaq_set_err(-EEXIST, "pool %llu exists already",
+				    (unsigned long long)pool_id);
 		goto out;
 	}
 	p = pool_alloc(ctx, peer, pool_id, n, false);
@@ -381,8 +393,8 @@ struct rdmaq_verbs_pool *rdmaq_verbs_pool_get(struct rdmaq_verbs_ctx *ctx, uint6
 	pthread_mutex_lock(&ctx->pool_lock);
 	p = pool_by_id(ctx, id);
 	if (!p || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != RDMAQ_POOL_READY) {
-		rdmaq_set_err(-ENOENT, "no connected queue-pair pool %llu%s", (unsigned long long)id,
-			      p ? " (it failed)" : "");
+		rdmaq_set_err(-ENOENT, "no connected queue-pair pool %llu%s",
+			      (unsigned long long)id, p ? " (it failed)" : "");
 		p = NULL;
 		goto out;
 	}

@@ -20,15 +20,15 @@ enum rdmaq_verbs_pool_state {
 };
 
 struct rdmaq_verbs_pool {
-	struct rdmaq_verbs_pool *next;	/* in ctx->pools */
+	struct rdmaq_verbs_pool *next; /* in ctx->pools */
 	struct rdmaq_verbs_ctx *ctx;
 	uint8_t peer[16];
 	uint64_t id;
 	enum rdmaq_verbs_pool_state state;
 	uint32_t n;
-	uint32_t refs;		/* endpoints using it */
-	uint32_t uses;		/* endpoints that ever used it */
-	bool self;		/* both ends in this process */
+	uint32_t refs; /* endpoints using it */
+	uint32_t uses; /* endpoints that ever used it */
+	bool self;     /* both ends in this process */
 	/* Writers post on qps, readers on rqps: the same QPs, except in the
 	 * loopback pool where qps[i] and rqps[i] are the two ends of a pair. */
 	struct rdmaq_verbs_qp *qps;

@@ -22,7 +22,8 @@ void rdmaq_verbs_process_id(uint8_t *out)
 	pthread_mutex_lock(&proc_id_lock);
 	if (proc_id_pid != getpid()) {
 		if (getrandom(proc_id, sizeof(proc_id), 0) != sizeof(proc_id)) {
-			uint64_t a = rdmaq_random_u64(), b = rdmaq_random_u64() ^ (uint64_t)getpid();
+			uint64_t a = rdmaq_random_u64(),
+				 b = rdmaq_random_u64() ^ (uint64_t)getpid();
 
 			memcpy(proc_id, &a, 8);
 			memcpy(proc_id + 8, &b, 8);

@@ -66,7 +66,8 @@ int rdmaq_verbs_qp_create(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_qp *q,
 	q->scq = ibv_create_cq(ctx->ibctx, (int)depth, NULL, NULL, 0);
 	if (!q->scq) {
 		ret = rdmaq_verbs_null_err(-ENOMEM);
-		return rdmaq_set_err(ret, "ibv_create_cq (send, %u entries): %s", depth, strerror(-ret));
+		return rdmaq_set_err(ret, "ibv_create_cq (send, %u entries): %s", depth,
+				     strerror(-ret));
 	}
 	for (;;) {
 		ia = (struct ibv_qp_init_attr){
@@ -86,7 +87,8 @@ int rdmaq_verbs_qp_create(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_qp *q,
 	}
 	if (!q->qp) {
 		ret = rdmaq_verbs_null_err(-ENOMEM);
-		ret = rdmaq_set_err(ret, "ibv_create_qp (RC on %s): %s", ctx->info.device, strerror(-ret));
+		ret = rdmaq_set_err(ret, "ibv_create_qp (RC on %s): %s", ctx->info.device,
+				    strerror(-ret));
 		goto clean_cq;
 	}
 	__atomic_store_n(&ctx->max_inline, inl, __ATOMIC_RELAXED);
@@ -94,13 +96,16 @@ int rdmaq_verbs_qp_create(struct rdmaq_verbs_ctx *ctx, struct rdmaq_verbs_qp *q,
 	q->sq_depth = depth;
 	q->sig_every = depth / 4 ? depth / 4 : 1;
 	q->psn = (uint32_t)rdmaq_random_u64() & 0xffffff;
-	ret = ibv_modify_qp(q->qp, &(struct ibv_qp_attr){
-		.qp_state = IBV_QPS_INIT,
-		.pkey_index = 0,
-		.port_num = (uint8_t)ctx->info.port,
-		/* READ: a writer short of credit reads a reader's cursor. */
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
-	}, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	ret = ibv_modify_qp(q->qp,
+			    &(struct ibv_qp_attr){
+				    .qp_state = IBV_QPS_INIT,
+				    .pkey_index = 0,
+				    .port_num = (uint8_t)ctx->info.port,
+				    /* READ: a writer short of credit reads a reader's cursor. */
+				    .qp_access_flags =
+					    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			    },
+			    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (ret) {
 		ret = rdmaq_verbs_err(ret);
 		ret = rdmaq_set_err(ret, "ibv_modify_qp(INIT, QP %u on %s): %s", q->qp->qp_num,
@@ -164,29 +169,33 @@ int rdmaq_verbs_qp_connect(struct rdmaq_verbs_qp *q, const struct rdmaq_verbs_po
 		attr.ah_attr.grh.sgid_index = (uint8_t)local->gid_index;
 		attr.ah_attr.grh.hop_limit = 64;
 	}
-	ret = ibv_modify_qp(q->qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			    IBV_QP_MIN_RNR_TIMER);
+	ret = ibv_modify_qp(q->qp, &attr,
+			    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				    IBV_QP_MIN_RNR_TIMER);
 	if (ret) {
 		ret = rdmaq_verbs_err(ret);
-		return rdmaq_set_err(ret, "ibv_modify_qp(RTR, QP %u to QP %u): %s", q->qp->qp_num, rq->qpn,
-				     strerror(-ret));
+		return rdmaq_set_err(ret, "ibv_modify_qp(RTR, QP %u to QP %u): %s", q->qp->qp_num,
+				     rq->qpn, strerror(-ret));
 	}
 	/* timeout 14 = 67 ms, 7 retries: a vanished peer fails a WRITE in
 	 * about half a second; rnr_retry 7 = wait for receives forever (the
 	 * peer drains its SRQ whenever it waits or returns credit). */
-	ret = ibv_modify_qp(q->qp, &(struct ibv_qp_attr){
-		.qp_state = IBV_QPS_RTS,
-		.timeout = 14,
-		.retry_cnt = 7,
-		.rnr_retry = 7,
-		.sq_psn = q->psn,
-		.max_rd_atomic = 1,
-	}, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-	   IBV_QP_MAX_QP_RD_ATOMIC);
+	ret = ibv_modify_qp(q->qp,
+			    &(struct ibv_qp_attr){
+				    .qp_state = IBV_QPS_RTS,
+				    .timeout = 14,
+				    .retry_cnt = 7,
+				    .rnr_retry = 7,
+				    .sq_psn = q->psn,
+				    .max_rd_atomic = 1,
+			    },
+			    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 	if (ret) {
 		ret = rdmaq_verbs_err(ret);
-		return rdmaq_set_err(ret, "ibv_modify_qp(RTS, QP %u): %s", q->qp->qp_num, strerror(-ret));
+		return rdmaq_set_err(ret, "ibv_modify_qp(RTS, QP %u): %s", q->qp->qp_num,
+				     strerror(-ret));
 	}
 	return 0;
 }
@@ -207,8 +216,8 @@ int rdmaq_verbs_qp_peer_err(const struct rdmaq_verbs_qp *q, const char *who)
 {
 	int err = __atomic_load_n(&q->err, __ATOMIC_ACQUIRE);
 
-	return rdmaq_set_err(err, "%s%s: %s", who, err == -EOWNERDEAD ? " died or became unreachable" : "",
-			     q->errmsg);
+	return rdmaq_set_err(err, "%s%s: %s", who,
+			     err == -EOWNERDEAD ? " died or became unreachable" : "", q->errmsg);
 }
 
 /*
@@ -246,8 +255,11 @@ static int qp_reap_locked(struct rdmaq_verbs_qp *q)
 			continue;
 		}
 		/* Retry exhaustion means nobody answers at the other end. */
-		qp_fail_locked(q, wc[i].status == IBV_WC_RETRY_EXC_ERR ||
-				  wc[i].status == IBV_WC_RNR_RETRY_EXC_ERR ? -EOWNERDEAD : -EIO,
+		qp_fail_locked(q,
+			       wc[i].status == IBV_WC_RETRY_EXC_ERR ||
+					       wc[i].status == IBV_WC_RNR_RETRY_EXC_ERR
+				       ? -EOWNERDEAD
+				       : -EIO,
 			       "RDMA WRITE on queue pair %u failed: %s (wc status %d)%s",
 			       q->qp->qp_num, ibv_wc_status_str(wc[i].status), wc[i].status,
 			       q->err ? "" : port_note(q->ctx, note, sizeof(note)));
@@ -287,9 +299,10 @@ static int qp_post_locked(struct rdmaq_verbs_qp *q, struct rdmaq_verbs_wr *wrs, 
 		if (!deadline)
 			deadline = rdmaq_now_ns() + RDMAQ_VERBS_SQ_WAIT_NS;
 		else if (rdmaq_now_ns() > deadline)
-			return rdmaq_set_err(-ETIMEDOUT, "send queue of QP %u stayed full for %lld s: "
-					     "the peer stopped acknowledging", q->qp->qp_num,
-					     RDMAQ_VERBS_SQ_WAIT_NS / 1000000000LL);
+			return rdmaq_set_err(-ETIMEDOUT,
+					     "send queue of QP %u stayed full for %lld s: "
+					     "the peer stopped acknowledging",
+					     q->qp->qp_num, RDMAQ_VERBS_SQ_WAIT_NS / 1000000000LL);
 		cpu_relax();
 	}
 	for (i = 0; i < n; i++) {
@@ -309,7 +322,8 @@ static int qp_post_locked(struct rdmaq_verbs_qp *q, struct rdmaq_verbs_wr *wrs, 
 		/* The WRs before `bad` went out and will complete. */
 		if (first_bad >= wrs && first_bad < wrs + n)
 			q->posted += (uint64_t)(first_bad - wrs);
-		return rdmaq_set_err(ret, "ibv_post_send on QP %u: %s", q->qp->qp_num, strerror(-ret));
+		return rdmaq_set_err(ret, "ibv_post_send on QP %u: %s", q->qp->qp_num,
+				     strerror(-ret));
 	}
 	q->posted += n;
 	return 0;

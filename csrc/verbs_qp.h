@@ -17,9 +17,9 @@
 #include "verbs_ctx.h"
 #include "verbs_hub.h"
 
-#define RDMAQ_VERBS_SQ_DEPTH		256	/* send WRs per QP */
-#define RDMAQ_VERBS_SQ_WAIT_NS		(10LL * 1000000000LL)
-#define RDMAQ_VERBS_FENCE_NS		(2LL * 1000000000LL)
+#define RDMAQ_VERBS_SQ_DEPTH   256 /* send WRs per QP */
+#define RDMAQ_VERBS_SQ_WAIT_NS (10LL * 1000000000LL)
+#define RDMAQ_VERBS_FENCE_NS   (2LL * 1000000000LL)
 
 /*
  * The lock covers posting and reaping; it is per QP (per CPU), so threads
@@ -30,23 +30,23 @@ struct rdmaq_verbs_qp {
 	struct ibv_qp *qp;
 	struct ibv_cq *scq;
 	struct rdmaq_verbs_ctx *ctx;
-	struct rdmaq_verbs_hub_client hub;	/* qp_context: the hub fails us through it */
+	struct rdmaq_verbs_hub_client hub; /* qp_context: the hub fails us through it */
 	/* Called once, under lock, when the QP fails: its owner stops handing it out. */
 	void (*on_fail)(void *owner);
 	void *owner;
 	uint32_t psn;
 	uint32_t sq_depth;
-	uint32_t sig_every;	/* every sig_every-th WR is signaled */
+	uint32_t sig_every; /* every sig_every-th WR is signaled */
 	uint32_t max_inline;
-	uint64_t posted;	/* WRs posted so far; a WR's index is 1-based */
-	uint64_t completed;	/* every WR up to this index has completed */
-	int err;		/* sticky negative errno once the QP failed */
+	uint64_t posted;    /* WRs posted so far; a WR's index is 1-based */
+	uint64_t completed; /* every WR up to this index has completed */
+	int err;	    /* sticky negative errno once the QP failed */
 	char errmsg[160];
 };
 
 /* A send WR and its one scatter entry: what the posting functions take. */
 struct rdmaq_verbs_wr {
-	struct ibv_send_wr wr;	/* first: a bad_wr maps back to its rdmaq_verbs_wr */
+	struct ibv_send_wr wr; /* first: a bad_wr maps back to its rdmaq_verbs_wr */
 	struct ibv_sge sge;
 };
 

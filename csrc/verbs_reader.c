@@ -27,23 +27,23 @@
 #include "verbs_qp.h"
 
 struct rdmaq_verbs_reader {
-	struct rdmaq_reader r;		/* first: the core casts back */
+	struct rdmaq_reader r; /* first: the core casts back */
 	struct rdmaq_verbs_ep ep;
 	struct rdmaq_verbs_ctx *ctx;
-	uint8_t *map;			/* ring, then one page of local scratch */
+	uint8_t *map; /* ring, then one page of local scratch */
 	size_t map_len;
 	size_t ring_len;
 	struct ibv_mr *ring_mr;
-	struct ibv_mr *scratch_mr;	/* local only: source of credit WRITEs */
+	struct ibv_mr *scratch_mr; /* local only: source of credit WRITEs */
 	uint64_t *scratch;
 	struct rdmaq_verbs_pool *pool;
 	struct rdmaq_verbs_qp *credit_qp;
 	uint64_t credit_addr;
 	uint32_t credit_rkey;
 	uint32_t writer_ep;
-	struct rdmaq_verbs_live live;	/* to the writer */
+	struct rdmaq_verbs_live live; /* to the writer */
 	bool connected;
-	char who[128];			/* "writer (pid 42 on host x)", for errors */
+	char who[128]; /* "writer (pid 42 on host x)", for errors */
 	struct pollfd pfds[RDMAQ_VERBS_EP_NFDS + 1];
 };
 
@@ -72,18 +72,19 @@ static int vr_credit(struct rdmaq_reader *rp, uint64_t next_seq)
 	int ret;
 
 	if (!r->connected)
-		return next_seq == RDMAQ_CREDIT_CLOSED ? 0 :
-		       rdmaq_set_err(-ENOTCONN, "reader %u is not connected", rp->index);
+		return next_seq == RDMAQ_CREDIT_CLOSED
+			       ? 0
+			       : rdmaq_set_err(-ENOTCONN, "reader %u is not connected", rp->index);
 	/* Doorbells pile up in the SRQ while we spin: take them in here. */
 	rdmaq_verbs_ep_poll(&r->ep);
 	if (rdmaq_verbs_qp_broken(r->credit_qp)) {
 		if (next_seq == RDMAQ_CREDIT_CLOSED)
-			return 0;	/* closing towards a dead writer */
+			return 0; /* closing towards a dead writer */
 		return rdmaq_verbs_qp_peer_err(r->credit_qp, r->who);
 	}
 	ret = vr_post_credit(r, next_seq, true, false);
 	if (!ret)
-		rp->stats.wakeups++;	/* the immediate is the writer's doorbell */
+		rp->stats.wakeups++; /* the immediate is the writer's doorbell */
 	if (ret && next_seq == RDMAQ_CREDIT_CLOSED)
 		return 0;
 	return ret;
@@ -101,7 +102,7 @@ static void vr_destroy(struct rdmaq_reader *rp)
 	bool writer_gone;
 
 	if (rdmaq_verbs_ctx_stale(r->ctx)) {
-		free(r);	/* forked child: the objects are the parent's */
+		free(r); /* forked child: the objects are the parent's */
 		return;
 	}
 	rdmaq_verbs_ep_fini(&r->ep);
@@ -119,7 +120,8 @@ static void vr_destroy(struct rdmaq_reader *rp)
 	if (!rp->closed && !writer_gone)
 		rdmaq_reader_close(rp);
 	/* Our last credit WRITE must be done before we shut the socket. */
-	if (!writer_gone && !rdmaq_verbs_qp_broken(r->credit_qp) && rdmaq_verbs_qp_busy(r->credit_qp))
+	if (!writer_gone && !rdmaq_verbs_qp_broken(r->credit_qp) &&
+	    rdmaq_verbs_qp_busy(r->credit_qp))
 		vr_post_credit(r, RDMAQ_CREDIT_CLOSED, false, true);
 	shutdown(r->live.fd, SHUT_WR);
 	rdmaq_verbs_pool_put(r->pool);
@@ -229,7 +231,8 @@ int rdmaq_verbs_reader_create(struct rdmaq_reader **out, struct rdmaq_verbs_ctx 
 	/* The ring is the only thing the writer may write (and read: our
 	 * cursor in its control block, when it is short of credit). */
 	ret = rdmaq_verbs_reg(ctx, r->map, r->ring_len,
-			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				      IBV_ACCESS_REMOTE_READ,
 			      "reader ring", &r->ring_mr);
 	if (ret)
 		goto clean_map;
@@ -271,7 +274,8 @@ void rdmaq_verbs_reader_info(struct rdmaq_reader *rp, struct rdmaq_verbs_ep_info
 }
 
 int rdmaq_verbs_reader_connect(struct rdmaq_reader *rp, uint64_t pool_id,
-			       const struct rdmaq_verbs_ep_info *writer, int live_fd, const char *desc)
+			       const struct rdmaq_verbs_ep_info *writer, int live_fd,
+			       const char *desc)
 {
 	struct rdmaq_verbs_reader *r = to_vreader(rp);
 	int ret = rdmaq_verbs_ctx_check(r->ctx);

@@ -10,6 +10,7 @@
 
 extern struct rdmaq_verbs_stats rdmaq_verbs_counters;
 
-#define RDMAQ_VSTAT_ADD(field, v) __atomic_add_fetch(&rdmaq_verbs_counters.field, (v), __ATOMIC_RELAXED)
+#define RDMAQ_VSTAT_ADD(field, v) \
+	__atomic_add_fetch(&rdmaq_verbs_counters.field, (v), __ATOMIC_RELAXED)
 
 #endif

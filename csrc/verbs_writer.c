@@ -35,24 +35,24 @@
 #include "verbs_pool.h"
 #include "verbs_qp.h"
 
-#define RDMAQ_VERBS_BATCH		32	/* WRs per ibv_post_send */
+#define RDMAQ_VERBS_BATCH 32 /* WRs per ibv_post_send */
 
 struct rdmaq_verbs_wpeer {
 	struct rdmaq_verbs_pool *pool;
-	struct rdmaq_verbs_qp *q;	/* this flush's QP */
+	struct rdmaq_verbs_qp *q; /* this flush's QP */
 	uint64_t ring_addr;
 	uint32_t rkey;
 	uint32_t ep_id;
 	struct rdmaq_verbs_live live;
 	bool attached;
-	char who[128];			/* "reader 2 (pid 42 on host x)", for errors */
+	char who[128]; /* "reader 2 (pid 42 on host x)", for errors */
 };
 
 struct rdmaq_verbs_writer {
-	struct rdmaq_writer w;		/* first: the core casts back */
+	struct rdmaq_writer w; /* first: the core casts back */
 	struct rdmaq_verbs_ep ep;
 	struct rdmaq_verbs_ctx *ctx;
-	uint8_t *staging;		/* ctrl + slots, as in every reader */
+	uint8_t *staging; /* ctrl + slots, as in every reader */
 	size_t ring_bytes;
 	size_t staging_len;
 	struct ibv_mr *staging_mr;
@@ -61,16 +61,16 @@ struct rdmaq_verbs_writer {
 	/* One MR per reader's credit slot: a reader can write its own slot
 	 * and nothing else of ours. */
 	struct ibv_mr **credit_mrs;
-	uint64_t *cursors;		/* after the staging ring: readers' cursors, READ when short of credit */
+	uint64_t *cursors; /* after the staging ring: readers' cursors, READ when short of credit */
 	uint32_t attached;
-	bool pending;			/* records emitted, not yet written */
+	bool pending; /* records emitted, not yet written */
 	uint64_t pend_first;
 	uint64_t pend_last;
 	size_t pend_last_bytes;
-	uint64_t max_write;		/* port's max message size */
-	int pin_cpu;			/* >= 0: unannounced data went via this CPU's QP */
-	struct pollfd *pfds;		/* RDMAQ_VERBS_EP_NFDS, then one liveness socket per reader */
-	bool *done;			/* per reader, scratch for flush grouping */
+	uint64_t max_write;  /* port's max message size */
+	int pin_cpu;	     /* >= 0: unannounced data went via this CPU's QP */
+	struct pollfd *pfds; /* RDMAQ_VERBS_EP_NFDS, then one liveness socket per reader */
+	bool *done;	     /* per reader, scratch for flush grouping */
 	struct rdmaq_verbs_wr wrs[RDMAQ_VERBS_BATCH];
 	struct rdmaq_verbs_wpeer peers[];
 };
@@ -79,8 +79,7 @@ struct rdmaq_verbs_writer {
 
 static bool peer_open(struct rdmaq_verbs_writer *w, uint32_t i)
 {
-	return w->peers[i].attached &&
-	       READ_ONCE(w->credits[i].next_seq) != RDMAQ_CREDIT_CLOSED;
+	return w->peers[i].attached && READ_ONCE(w->credits[i].next_seq) != RDMAQ_CREDIT_CLOSED;
 }
 
 /* Reader i's liveness socket ended (known, or checked now): stop polling it. */
@@ -88,7 +87,7 @@ static bool peer_gone(struct rdmaq_verbs_writer *w, uint32_t i)
 {
 	if (!rdmaq_verbs_live_ended(&w->peers[i].live))
 		return false;
-	w->pfds[RDMAQ_VERBS_EP_NFDS + i].fd = -1;	/* or ppoll spins */
+	w->pfds[RDMAQ_VERBS_EP_NFDS + i].fd = -1; /* or ppoll spins */
 	return true;
 }
 
@@ -106,7 +105,8 @@ static void staged_write(struct rdmaq_verbs_writer *w, uint32_t i, struct rdmaq_
 {
 	struct rdmaq_verbs_wpeer *p = &w->peers[i];
 
-	rdmaq_verbs_wr_write(wr, q, w->staging_mr, w->staging + off, len, p->ring_addr + off, p->rkey);
+	rdmaq_verbs_wr_write(wr, q, w->staging_mr, w->staging + off, len, p->ring_addr + off,
+			     p->rkey);
 }
 
 struct wbatch {
@@ -216,7 +216,8 @@ static int vw_connect(struct rdmaq_writer *wp)
 
 	ctrl->ready = 1;
 	for (i = 0; i < wp->cfg.n_readers; i++) {
-		ret = vw_post_ctrl(w, i, offsetof(struct rdmaq_ring_ctrl, ready), sizeof(ctrl->ready));
+		ret = vw_post_ctrl(w, i, offsetof(struct rdmaq_ring_ctrl, ready),
+				   sizeof(ctrl->ready));
 		if (ret) {
 			char why[256];
 
@@ -312,7 +313,8 @@ static int vw_mark_closed(struct rdmaq_writer *wp, uint64_t closed_seq)
 	ctrl->closed_seq = closed_seq;
 	/* Best effort per reader: a dead reader must not fail close(). */
 	for (i = 0; i < wp->cfg.n_readers; i++)
-		if (peer_open(w, i) && peer_alive(w, i) && !rdmaq_verbs_pool_broken(w->peers[i].pool, true))
+		if (peer_open(w, i) && peer_alive(w, i) &&
+		    !rdmaq_verbs_pool_broken(w->peers[i].pool, true))
 			vw_post_ctrl(w, i, offsetof(struct rdmaq_ring_ctrl, closed_seq),
 				     sizeof(ctrl->closed_seq));
 	return 0;
@@ -335,12 +337,14 @@ static int vw_refresh_credit(struct rdmaq_writer *wp)
 		uint64_t c = READ_ONCE(w->credits[i].next_seq), v;
 		struct rdmaq_verbs_wr wr;
 
-		if (!peer_open(w, i) || !peer_alive(w, i) || rdmaq_verbs_pool_broken(p->pool, true) ||
-		    c >= wp->next_seq)
+		if (!peer_open(w, i) || !peer_alive(w, i) ||
+		    rdmaq_verbs_pool_broken(p->pool, true) || c >= wp->next_seq)
 			continue;
 		rdmaq_verbs_wr_read(&wr, w->staging_mr, &w->cursors[i], sizeof(w->cursors[i]),
-				    p->ring_addr + offsetof(struct rdmaq_ring_ctrl, consumed), p->rkey);
-		if (rdmaq_verbs_qp_fence(rdmaq_verbs_pool_pick(p->pool, true), &wr, RDMAQ_VERBS_FENCE_NS))
+				    p->ring_addr + offsetof(struct rdmaq_ring_ctrl, consumed),
+				    p->rkey);
+		if (rdmaq_verbs_qp_fence(rdmaq_verbs_pool_pick(p->pool, true), &wr,
+					 RDMAQ_VERBS_FENCE_NS))
 			continue;
 		v = READ_ONCE(w->cursors[i]);
 		/* Peer-written: only ever raise credit, and never past what was sent. */
@@ -375,7 +379,7 @@ static void vw_fence(struct rdmaq_verbs_writer *w)
 			if (peer_alive(w, j) && w->peers[j].pool == pool)
 				break;
 		if (j < i)
-			continue;	/* fenced with reader j */
+			continue; /* fenced with reader j */
 		for (k = 0; k < pool->n; k++) {
 			struct rdmaq_verbs_qp *q = &pool->qps[k];
 			struct rdmaq_verbs_wr wr;
@@ -397,7 +401,7 @@ static void vw_destroy(struct rdmaq_writer *wp)
 	uint32_t i, n = wp->cfg.n_readers;
 
 	if (rdmaq_verbs_ctx_stale(w->ctx))
-		goto free_w;	/* forked child: the objects are the parent's */
+		goto free_w; /* forked child: the objects are the parent's */
 	if (!wp->closed)
 		rdmaq_writer_close(wp);
 	vw_fence(w);
@@ -566,8 +570,8 @@ int rdmaq_verbs_writer_create(struct rdmaq_writer **out, struct rdmaq_verbs_ctx 
 	w->cursors = (uint64_t *)(w->staging + w->ring_bytes);
 	/* Local only: the staging ring is a WRITE source (and the cursors a READ
 	 * target), never a remote target. */
-	ret = rdmaq_verbs_reg(ctx, w->staging, w->staging_len, IBV_ACCESS_LOCAL_WRITE, "staging ring",
-			      &w->staging_mr);
+	ret = rdmaq_verbs_reg(ctx, w->staging, w->staging_len, IBV_ACCESS_LOCAL_WRITE,
+			      "staging ring", &w->staging_mr);
 	if (ret)
 		goto clean_staging;
 	w->credit_len = page_round(cfg->n_readers * sizeof(struct rdmaq_credit));
@@ -579,8 +583,8 @@ int rdmaq_verbs_writer_create(struct rdmaq_writer **out, struct rdmaq_verbs_ctx 
 	for (i = 0; i < cfg->n_readers; i++) {
 		w->credits[i].next_seq = 1;
 		ret = rdmaq_verbs_reg(ctx, &w->credits[i], sizeof(w->credits[i]),
-				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, "credit slot",
-				      &w->credit_mrs[i]);
+				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+				      "credit slot", &w->credit_mrs[i]);
 		if (ret)
 			goto clean_credit_mrs;
 	}
@@ -614,8 +618,8 @@ int rdmaq_verbs_writer_info(struct rdmaq_writer *wp, uint32_t index, struct rdma
 	struct rdmaq_verbs_writer *w = to_vwriter(wp);
 
 	if (index >= wp->cfg.n_readers)
-		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers", index,
-				     wp->cfg.n_readers);
+		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers",
+				     index, wp->cfg.n_readers);
 	*out = (struct rdmaq_verbs_ep_info){
 		.ep_id = w->ep.hub.id,
 		.rkey = w->credit_mrs[index]->rkey,
@@ -626,7 +630,8 @@ int rdmaq_verbs_writer_info(struct rdmaq_writer *wp, uint32_t index, struct rdma
 }
 
 int rdmaq_verbs_writer_attach(struct rdmaq_writer *wp, uint32_t index, uint64_t pool_id,
-			      const struct rdmaq_verbs_ep_info *reader, int live_fd, const char *desc)
+			      const struct rdmaq_verbs_ep_info *reader, int live_fd,
+			      const char *desc)
 {
 	struct rdmaq_verbs_writer *w = to_vwriter(wp);
 	struct rdmaq_verbs_wpeer *p;
@@ -635,15 +640,16 @@ int rdmaq_verbs_writer_attach(struct rdmaq_writer *wp, uint32_t index, uint64_t 
 	if (ret)
 		return ret;
 	if (index >= wp->cfg.n_readers)
-		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers", index,
-				     wp->cfg.n_readers);
+		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers",
+				     index, wp->cfg.n_readers);
 	p = &w->peers[index];
 	if (p->attached)
 		return rdmaq_set_err(-EBUSY, "reader index %u is already attached", index);
 	if (wp->ready)
 		return rdmaq_set_err(-EISCONN, "the queue is already connected");
 	if (!reader->addr || reader->addr > UINT64_MAX - w->ring_bytes)
-		return rdmaq_set_err(-EPROTO, "reader %u: ring address 0x%llx cannot hold a %zu-byte ring",
+		return rdmaq_set_err(-EPROTO,
+				     "reader %u: ring address 0x%llx cannot hold a %zu-byte ring",
 				     index, (unsigned long long)reader->addr, w->ring_bytes);
 	if (live_fd < 0)
 		return rdmaq_set_err(-EINVAL, "reader %u: no liveness socket", index);

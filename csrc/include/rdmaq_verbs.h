@@ -38,10 +38,10 @@ struct rdmaq_verbs_port {
 	uint32_t gid_index;
 	uint8_t gid[16];
 	uint32_t lid;
-	uint32_t link_layer;	/* IBV_LINK_LAYER_*: 1 InfiniBand, 2 Ethernet */
-	uint32_t mtu;		/* enum ibv_mtu of the active MTU */
-	uint32_t max_inline;	/* inline bytes our QPs accept */
-	uint32_t qps_per_peer;	/* per-CPU pool size */
+	uint32_t link_layer;   /* IBV_LINK_LAYER_*: 1 InfiniBand, 2 Ethernet */
+	uint32_t mtu;	       /* enum ibv_mtu of the active MTU */
+	uint32_t max_inline;   /* inline bytes our QPs accept */
+	uint32_t qps_per_peer; /* per-CPU pool size */
 };
 
 /* One queue pair of a pool, as the peer connects to it. */
@@ -59,20 +59,20 @@ struct rdmaq_verbs_ep_info {
 	uint32_t ep_id;
 	uint32_t rkey;
 	uint64_t addr;
-	uint64_t key;		/* writer: trailer key; reader: unused */
+	uint64_t key; /* writer: trailer key; reader: unused */
 };
 
 /* Process-wide counters of the verbs transport. */
 struct rdmaq_verbs_stats {
-	uint64_t contexts;	/* devices opened */
+	uint64_t contexts; /* devices opened */
 	uint64_t pools_created;
-	uint64_t pools_reused;	/* queue set-ups that found a connected pool */
+	uint64_t pools_reused; /* queue set-ups that found a connected pool */
 	uint64_t qps_created;
-	uint64_t qps_reused;	/* QPs handed to a queue without creating them */
+	uint64_t qps_reused; /* QPs handed to a queue without creating them */
 	uint64_t qps_live;
-	uint64_t cq_events;	/* completion-channel events taken */
-	uint64_t imm_received;	/* WRITE_WITH_IMM doorbells/credits received */
-	uint64_t graves;	/* closed endpoints' memory still registered */
+	uint64_t cq_events;    /* completion-channel events taken */
+	uint64_t imm_received; /* WRITE_WITH_IMM doorbells/credits received */
+	uint64_t graves;       /* closed endpoints' memory still registered */
 };
 
 /*
@@ -100,9 +100,8 @@ int rdmaq_verbs_pool_find(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, uint
 /* True (1) when the pool exists, is usable and leads to process `peer`, else 0. */
 int rdmaq_verbs_pool_ok(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, uint64_t pool_id);
 /* Initiator: create *n (<= max) QPs in INIT; the pool is pending. */
-int rdmaq_verbs_pool_prepare(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer,
-			     uint64_t *pool_id, struct rdmaq_verbs_qp_info *out,
-			     uint32_t max, uint32_t *n);
+int rdmaq_verbs_pool_prepare(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, uint64_t *pool_id,
+			     struct rdmaq_verbs_qp_info *out, uint32_t max, uint32_t *n);
 /* Responder: create n QPs connected to the initiator's; fills out[n]. */
 int rdmaq_verbs_pool_accept(struct rdmaq_verbs_ctx *ctx, const uint8_t *peer, uint64_t pool_id,
 			    const struct rdmaq_verbs_port *remote,
