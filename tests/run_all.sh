@@ -10,6 +10,7 @@
 #             run with docker inside the VM against its rxe devices
 #   vllm      vLLM's own MessageQueue tests against rdmaq + a TP=2 serve
 #   bench     benchmark harness smoke test (benchmarks disabled)
+#   lint      ruff + mypy over the Python, clang-format over the C (tests/lint)
 #   mutation  the CI subset of tests/mutation/mutants.toml (needs the vllm
 #             tier's venv); all of them: tests/mutation/run.py
 # Usage: tests/run_all.sh [TIER...]   (default: all of them, in this order)
@@ -23,7 +24,7 @@ export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/pip}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 VENV=${RDMAQ_VENV:-$ROOT/.venv}
 TIERS=("$@")
-[ ${#TIERS[@]} -eq 0 ] && TIERS=(core verbs docker vllm bench mutation)
+[ ${#TIERS[@]} -eq 0 ] && TIERS=(core verbs docker vllm bench lint mutation)
 export RDMAQ_REQUIRE_ALL=${RDMAQ_REQUIRE_ALL:-1}
 declare -A RESULT
 FAILED=0
@@ -70,6 +71,8 @@ run_tier() {
 		RDMAQ_VENV=$VENV bash docker/ci.sh ;;
 	bench)	stage "benchmark harness (benchmarks disabled)"
 		RDMAQ_VENV=$VENV bash tests/bench/ci.sh ;;
+	lint)	stage "lint: ruff, mypy, clang-format"
+		RDMAQ_VENV=$VENV bash tests/lint/python.sh && bash tests/lint/clang-format.sh ;;
 	mutation) stage "mutation tier (CI subset)"
 		"$VENV/bin/python" tests/mutation/run.py --ci ;;
 	*)	echo "unknown tier $tier"; return 2 ;;
