@@ -211,9 +211,10 @@ def test_link_down_mid_stream_then_back(net, peers, monkeypatch):
         net("down", "veth1")
         end = peer.next("end", "bad")
         s.finish(10**9)
-    assert end["event"] == "end" and end["type"] in ("OSError", "PeerDeadError"), end
+    # rdmaq.Error: a runtime fault without a more specific type (the local port's state)
+    assert end["event"] == "end" and end["type"] in ("Error", "PeerDeadError"), end
     assert re.search(rf"writer \(pid {os.getpid()}\)", end["error"]), end
-    if end["type"] == "OSError":
+    if end["type"] == "Error":
         assert f"local port {DEV1}:1 is down" in end["error"], end
     assert isinstance(s.error, rdmaq.PeerDeadError), repr(s.error)
     assert re.search(rf"reader 0 \(pid {pid}\) (died|became unreachable)", str(s.error)), str(s.error)
@@ -311,7 +312,7 @@ def test_rxe_device_deleted_under_a_running_queue(peers):
             if held:
                 assert s.error is None, repr(s.error)
             else:
-                assert isinstance(s.error, (rdmaq.PeerDeadError, OSError)), repr(s.error)
+                assert isinstance(s.error, rdmaq.Error), repr(s.error)
                 assert "reader 0" in str(s.error), str(s.error)
         end = peer.next("end", "bad")
         assert end["event"] == "end", end
