@@ -27,6 +27,8 @@ if not (Path(sys.executable).parent / "vllm").exists():
     pytest.skip("no vllm CLI beside this python", allow_module_level=True)
 
 HERE = Path(__file__).resolve().parent
+# the sweep (two servers started, driven and stopped) takes 2-4 minutes here
+pytestmark = pytest.mark.timeout(1500)
 PR_SET_CHILD_SUBREAPER = 36
 NUM_PROMPTS = 4
 
