@@ -1,30 +1,15 @@
 """Shutdown, peer death, clean close: errors within the timeout, never a hang."""
 import os
 import signal
-import threading
 
 import pytest
 
 import rdmaq
 from children import doomed_writer, sleepy_reader, start, stream_reader, transport_stats
-from observe import kill_stopped, sleeps, wait_blocked
+from observe import in_thread, kill_stopped, sleeps, wait_blocked
 
 COUNTERS = {"messages", "bytes", "spins", "windows", "misses", "preempted", "naps", "sleeps",
             "woken", "wakeups", "credits", "busy", "slice_ns"}
-
-
-def _in_thread(fn):
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            box["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t, box
 
 
 def test_close_from_another_thread_wakes_blocked_get(transport):
@@ -32,7 +17,7 @@ def test_close_from_another_thread_wakes_blocked_get(transport):
     r = rdmaq.Reader(w.handle, 0)
     w.wait_ready(timeout=30)
     before = sleeps(r)
-    t, box = _in_thread(lambda: r.get())
+    t, box = in_thread(lambda: r.get())
     wait_blocked(r, before, t, "get")  # past its spin, in the futex or completion channel
     r.close()
     t.join(30)
@@ -49,7 +34,7 @@ def test_close_from_another_thread_wakes_blocked_put(transport):
     w.put(b"1")
     w.put(b"2")
     before = sleeps(w)
-    t, box = _in_thread(lambda: w.put(b"3"))
+    t, box = in_thread(lambda: w.put(b"3"))
     wait_blocked(w, before, t, "put on a full ring")
     w.close()
     t.join(30)

@@ -156,16 +156,21 @@ def _writer_then_hang(out):
     time.sleep(TIMEOUT)
 
 
-def test_segment_of_a_killed_writer_is_swept_and_a_live_ones_kept():
-    live = rdmaq.Writer(1, transport="shm")
+def _killed_writers_segment():
+    """The segment name of a writer SIGKILLed before any reader came."""
     out = CTX.Queue()
     p = CTX.Process(target=_writer_then_hang, args=(out,), daemon=True)
     p.start()
     try:
-        dead = out.get(timeout=TIMEOUT)
+        return out.get(timeout=TIMEOUT)
     finally:
         os.kill(p.pid, signal.SIGKILL)
         p.join(TIMEOUT)
+
+
+def test_segment_of_a_killed_writer_is_swept_and_a_live_ones_kept():
+    live = rdmaq.Writer(1, transport="shm")
+    dead = _killed_writers_segment()
     assert os.path.exists(os.path.join(SHM, dead))  # kill -9 before ready leaves it
     removed = shm.sweep_stale()
     assert dead in removed
@@ -175,14 +180,7 @@ def test_segment_of_a_killed_writer_is_swept_and_a_live_ones_kept():
 
 
 def test_doctor_clean_removes_what_a_killed_writer_left():
-    out = CTX.Queue()
-    p = CTX.Process(target=_writer_then_hang, args=(out,), daemon=True)
-    p.start()
-    try:
-        dead = out.get(timeout=TIMEOUT)
-    finally:
-        os.kill(p.pid, signal.SIGKILL)
-        p.join(TIMEOUT)
+    dead = _killed_writers_segment()
     r = subprocess.run([sys.executable, "-m", "rdmaq.cli", "doctor", "--clean", "--json"],
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert dead in r.stderr and "removed" in r.stderr

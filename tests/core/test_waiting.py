@@ -11,13 +11,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import pytest
 
 import rdmaq
 from children import CTX, TIMEOUT
+from observe import in_thread
 from rdmaq._rdmaq import lib
 
 SYS_SCHED_GETATTR = 315  # x86-64
@@ -35,16 +35,7 @@ def _thread_slice_ns():
 
 
 def _in_thread(fn):
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            box["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
+    t, box = in_thread(fn)
     t.join(TIMEOUT)
     assert not t.is_alive()
     return box

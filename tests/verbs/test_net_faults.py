@@ -196,6 +196,17 @@ def test_cut_longer_than_liveness_names_the_peer_on_both_ends(net, peers, monkey
     assert end["count"] <= s.sent
 
 
+def _new_queue_carries_50(peers):
+    """After a fault has healed: a new queue to a new peer process runs."""
+    with _writer() as w:
+        peer, _ = remote_reader(peers, w)
+        s = Streamer(w)
+        s.finish(50)
+        assert s.error is None, repr(s.error)
+    end = peer.next("end", "bad")
+    assert end["event"] == "end" and end["count"] == 50, end
+
+
 def test_link_down_mid_stream_then_back(net, peers, monkeypatch):
     """`ip link set veth1 down` under the stream, then up.  The far host
     (veth0 loses carrier) retransmits; rxe fails what the near host posts
@@ -220,13 +231,7 @@ def test_link_down_mid_stream_then_back(net, peers, monkeypatch):
     assert re.search(rf"reader 0 \(pid {pid}\) (died|became unreachable)", str(s.error)), str(s.error)
     net("up", "veth1")
     wait_until(lambda: port_state(DEV0) == "ACTIVE" and port_state(DEV1) == "ACTIVE", "both ports ACTIVE")
-    with _writer() as w:
-        peer, _ = remote_reader(peers, w)
-        s = Streamer(w)
-        s.finish(50)
-        assert s.error is None, repr(s.error)
-    end = peer.next("end", "bad")
-    assert end["event"] == "end" and end["count"] == 50, end
+    _new_queue_carries_50(peers)
 
 
 def test_loss_delay_and_duplicates_lose_and_repeat_nothing(net, peers):
@@ -327,13 +332,7 @@ def test_rxe_device_deleted_under_a_running_queue(peers):
         if not os.path.exists(f"/sys/class/infiniband/{DEV1}"):
             rxe_net("rxe-add", DEV1)
     # The re-created device carries a new queue to a new peer process.
-    with _writer() as w:
-        peer, _ = remote_reader(peers, w)
-        s = Streamer(w)
-        s.finish(50)
-        assert s.error is None, repr(s.error)
-    end = peer.next("end", "bad")
-    assert end["event"] == "end" and end["count"] == 50, end
+    _new_queue_carries_50(peers)
 
 
 def _in_removal(pid):
