@@ -75,25 +75,25 @@ def test_quick_start_demo_with_4_readers():
 
 
 # ---------------------------------------------------------------- liveness before ready
-def test_reader_waiting_for_ready_sees_a_killed_writer(transport, procs, results, shm_names,
-                                                       request):
-    if transport == "verbs":
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="issue 11 item 10: a verbs reader waiting for ready does not "
-                                "notice its writer's death (TimeoutError)"))
+def test_reader_waiting_for_ready_sees_a_killed_writer(transport, procs, results, shm_names):
     procs.append(start(idle_writer, transport, results))
     handle = results.get(timeout=TIMEOUT)
     if transport == "shm":
         shm_names.append(handle.info.name)  # its segment outlives it (issue 11 item 7)
     r = rdmaq.Reader(handle, 0)
     try:
-        before = sleeps(r)
-        # shm: no timeout, only liveness can end it (else the test's limit);
-        # verbs: bounded, so that today's gap is a TimeoutError, not a hang
-        limit = None if transport == "shm" else 30
-        t, box = in_thread(lambda: r.wait_ready(timeout=limit))
-        wait_blocked(r, before, t, "wait_ready")
-        kill_stopped(procs[0])
+        if transport == "shm":
+            # no timeout: only liveness can end it (else the test's limit)
+            before = sleeps(r)
+            t, box = in_thread(lambda: r.wait_ready(timeout=None))
+            wait_blocked(r, before, t, "wait_ready")
+            kill_stopped(procs[0])
+        else:
+            # The rendezvous waits in a poll of the writer's socket and the liveness
+            # connection (no C sleep to observe): a death before or during that poll
+            # is the same event on the liveness socket.
+            kill_stopped(procs[0])
+            t, box = in_thread(lambda: r.wait_ready(timeout=None))
         t.join(TIMEOUT)
         assert not t.is_alive()
         assert isinstance(box.get("error"), rdmaq.PeerDeadError), box

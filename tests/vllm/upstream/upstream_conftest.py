@@ -50,7 +50,7 @@ _QUEUE = "tests/vllm/test_queue.py::"
 _ADAPTED = "tests/vllm/test_upstream_adapted.py::"
 _SHM_SPACE = (
     f"; the behaviour (an undersized /dev/shm is an error at creation): "
-    f"{_ADAPTED}test_queue_larger_than_dev_shm_fails_at_creation (xfail: rdmaq lacks it)"
+    f"{_ADAPTED}test_queue_larger_than_dev_shm_fails_at_creation"
 )
 _ARENA_FLAG = (
     f"; large tensors with the flag on: {_ADAPTED}test_arena_flag_broadcast_across_processes "
