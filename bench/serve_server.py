@@ -1,7 +1,7 @@
 """One ``vllm serve -tp 2`` for ``rdmaq bench serve``: start, health, CPU time, stop, clean up.
 
 The server runs in its own session (one process group: API server, EngineCore, two TP workers,
-multiprocessing's resource tracker) with a private TMPDIR, where vLLM puts its ZMQ ipc sockets
+multiprocessing's resource tracker) with a private TMPDIR (and VLLM_RPC_BASE_PATH), where vLLM puts its ZMQ ipc sockets
 and other temporary files. Every /dev/shm name a server process maps or holds open is noted
 while it runs; after the stop (SIGTERM to the API server, then SIGKILL to the whole session
 after a grace period) the ones vLLM left behind are listed and removed, and so is the TMPDIR.
@@ -116,7 +116,7 @@ class VllmServer:
         # short path: ZMQ ipc socket paths must fit in sun_path (108 bytes)
         self.tmpdir = tempfile.mkdtemp(prefix=f"rdmaq-serve-{self.ipc}-")
         self.port = free_port()
-        env = dict(self.env, TMPDIR=self.tmpdir)
+        env = dict(self.env, TMPDIR=self.tmpdir, VLLM_RPC_BASE_PATH=self.tmpdir)
         t0 = time.monotonic()
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
