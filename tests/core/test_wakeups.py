@@ -85,10 +85,12 @@ def test_spinning_reader_costs_no_wakeup(transport):
         wakeups = w.stats["wakeups"] - w0["wakeups"]
         spins = r.stats["spins"] - r0["spins"]
         busy = r.stats["busy"] - r0["busy"]
-        # A reader never spins on an oversubscribed CPU (slow VMs often are one):
-        # its gets then block, and count why.
+        sleeps = r.stats["sleeps"] - r0["sleeps"]
+        # A get that waits spins first (1 s is far beyond a round trip), unless the
+        # CPUs are oversubscribed (slow VMs often are): then it blocks at once and
+        # counts why.  Gets that found their message already there do neither.
         if busy == 0:
-            assert spins >= 1, r.stats
+            assert sleeps == 0 or spins >= 1, dict(r.stats)
         if transport == "verbs":  # a doorbell per flush, asleep or not
             assert wakeups == 200, w.stats
         else:
