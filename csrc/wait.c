@@ -288,18 +288,29 @@ static int rdmaq_wait_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 	return 0;
 }
 
+/*
+ * Are the CPUs oversubscribed (then a wait must not spin)?  Counted in
+ * stats->busy once per wait, whichever step asks first: *counted.
+ */
+static bool rdmaq_wait_busy(struct rdmaq_waiter *wt, int64_t now, bool *counted)
+{
+	if (!rdmaq_cpu_busy(now))
+		return false;
+	if (!*counted) {
+		wt->stats->busy++;
+		*counted = true;
+	}
+	return true;
+}
+
 /* Should this wait anticipate?  Fills *win with the window. */
 static bool rdmaq_wait_plan(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
-			    struct rdmaq_cad_window *win)
+			    struct rdmaq_cad_window *win, bool *busy_counted)
 {
 	int64_t now = rdmaq_now_ns();
 
-	if (!cad || !wt->anticipate)
+	if (!cad || !wt->anticipate || rdmaq_wait_busy(wt, now, busy_counted))
 		return false;
-	if (rdmaq_cpu_busy(now)) {
-		wt->stats->busy++;
-		return false;
-	}
 	return rdmaq_cadence_window(cad, now, win);
 }
 
@@ -307,12 +318,13 @@ int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad
 			      rdmaq_cond_fn cond, void *arg, int64_t deadline,
 			      struct rdmaq_cad_window *win)
 {
+	bool busy_counted = false;
 	int ret;
 
 	ret = cond(arg);
 	if (ret)
 		return ret < 0 ? ret : 0;
-	if (!rdmaq_wait_plan(wt, cad, win))
+	if (!rdmaq_wait_plan(wt, cad, win, &busy_counted))
 		return 0;
 	ret = rdmaq_wait_nap(wt, cad, cond, arg, deadline, win);
 	return ret < 0 ? ret : !ret;
@@ -377,7 +389,7 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 			    int64_t deadline)
 {
 	struct rdmaq_cad_window win;
-	uint64_t before_busy = wt->stats->busy;
+	bool busy_counted = false;
 	int ret;
 
 	ret = cond(arg);
@@ -386,19 +398,15 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 	ret = rdmaq_wait_cancelled(wt);
 	if (ret)
 		return ret;
-	if (planned || rdmaq_wait_plan(wt, cad, &win)) {
+	if (planned || rdmaq_wait_plan(wt, cad, &win, &busy_counted)) {
 		ret = rdmaq_wait_window(wt, cad, cond, arg, deadline, planned ? planned : &win);
 		if (ret)
 			return ret;
 	}
-	if (wt->spin_max_ns) {
-		if (!rdmaq_cpu_busy(rdmaq_now_ns())) {
-			ret = rdmaq_wait_adaptive_spin(wt, cond, arg, deadline);
-			if (ret)
-				return ret;
-		} else if (wt->stats->busy == before_busy) {
-			wt->stats->busy++; /* once per wait, whichever step saw it */
-		}
+	if (wt->spin_max_ns && !rdmaq_wait_busy(wt, rdmaq_now_ns(), &busy_counted)) {
+		ret = rdmaq_wait_adaptive_spin(wt, cond, arg, deadline);
+		if (ret)
+			return ret;
 	}
 	return rdmaq_wait_blocking(wt, cond, arg, deadline);
 }
