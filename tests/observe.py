@@ -57,6 +57,15 @@ def in_thread(fn):
     return t, box
 
 
+def blocked_call(endpoint, fn, what):
+    """Start ``fn`` (a call on ``endpoint`` that must block) in a thread and return
+    ``(thread, box)`` once it sleeps in the kernel (see ``wait_blocked``)."""
+    before = sleeps(endpoint)
+    t, box = in_thread(fn)
+    wait_blocked(endpoint, before, t, what)
+    return t, box
+
+
 def process_state(pid):
     """The kernel's one-letter state of a process (R, S, T for stopped...)."""
     with open(f"/proc/{pid}/stat") as f:

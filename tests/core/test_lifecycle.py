@@ -6,7 +6,7 @@ import pytest
 
 import rdmaq
 from children import doomed_writer, sleepy_reader, start, stream_reader, transport_stats
-from observe import in_thread, kill_stopped, sleeps, wait_blocked
+from observe import blocked_call, kill_stopped
 
 COUNTERS = {"messages", "bytes", "spins", "windows", "misses", "preempted", "naps", "sleeps",
             "woken", "wakeups", "credits", "busy", "slice_ns"}
@@ -16,9 +16,8 @@ def test_close_from_another_thread_wakes_blocked_get(transport):
     w = rdmaq.Writer(1, transport=transport)
     r = rdmaq.Reader(w.handle, 0)
     w.wait_ready(timeout=30)
-    before = sleeps(r)
-    t, box = in_thread(lambda: r.get())
-    wait_blocked(r, before, t, "get")  # past its spin, in the futex or completion channel
+    # past its spin, in the futex or completion channel
+    t, box = blocked_call(r, lambda: r.get(), "get")
     r.close()
     t.join(30)
     assert not t.is_alive()
@@ -33,9 +32,7 @@ def test_close_from_another_thread_wakes_blocked_put(transport):
     r = rdmaq.Reader(w.handle, 0)
     w.put(b"1")
     w.put(b"2")
-    before = sleeps(w)
-    t, box = in_thread(lambda: w.put(b"3"))
-    wait_blocked(w, before, t, "put on a full ring")
+    t, box = blocked_call(w, lambda: w.put(b"3"), "put on a full ring")
     w.close()
     t.join(30)
     assert not t.is_alive()

@@ -12,7 +12,7 @@ import pytest
 
 import rdmaq
 from children import TIMEOUT, attached_reader, doomed_writer, idle_writer, sleepy_reader, start, stream_reader
-from observe import in_thread, kill_stopped, sleeps, wait_blocked
+from observe import blocked_call, in_thread, kill_stopped
 from transports import shm_leftovers, why_no_verbs
 
 BIN = Path(sys.executable).parent
@@ -84,9 +84,7 @@ def test_reader_waiting_for_ready_sees_a_killed_writer(transport, procs, results
     try:
         if transport == "shm":
             # no timeout: only liveness can end it (else the test's limit)
-            before = sleeps(r)
-            t, box = in_thread(lambda: r.wait_ready(timeout=None))
-            wait_blocked(r, before, t, "wait_ready")
+            t, box = blocked_call(r, lambda: r.wait_ready(timeout=None), "wait_ready")
             kill_stopped(procs[0])
         else:
             # The rendezvous waits in a poll of the writer's socket and the liveness
