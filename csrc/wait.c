@@ -33,7 +33,6 @@
 #include "error.h"
 #include "wait.h"
 
-#define RDMAQ_MIN_SPIN_NS      1000U
 /* A spin round this long means we lost the CPU (host steal in a VM is shorter). */
 #define RDMAQ_PREEMPT_GAP_NS   200000LL
 #define RDMAQ_MIN_NAP_NS       20000LL	/* shorter naps cost more than they save */

@@ -15,6 +15,7 @@
 #include "slice.h"
 
 #define RDMAQ_PEER_CHECK_NS 100000000LL /* liveness check period when blocked */
+#define RDMAQ_MIN_SPIN_NS   1000U	/* the adaptive spin never shrinks below */
 
 /*
  * How an endpoint blocks.  prepare() announces the sleep (so peers know to

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The adaptive spin on its own: a waiter with made-up blocking ops and a
+ * condition that turns true after a set number of looks (or when the
+ * waiter blocks), so what is checked is counted, never timed.  Linked
+ * with this file's rdmaq_cpu_busy() instead of busy.c: the machine's load
+ * must not decide whether a wait spins here.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "busy.h"
+#include "wait.h"
+
+#define SPIN_MAX_NS 1000000U /* 1 ms: a failed full spin costs little here */
+
+static int failures;
+
+#define CHECK(cond)                                                                          \
+	do {                                                                                 \
+		if (!(cond)) {                                                               \
+			fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, \
+				__func__, #cond);                                            \
+			failures++;                                                          \
+		}                                                                            \
+	} while (0)
+
+bool rdmaq_cpu_busy(int64_t now_ns)
+{
+	(void)now_ns;
+	return false;
+}
+
+/* A message that lands after `due` looks at the ring, or when the reader blocks. */
+struct message {
+	unsigned long looks;
+	unsigned long due; /* 0: only a wake-up brings it */
+	int landed;
+};
+
+static int message_landed(void *arg)
+{
+	struct message *m = arg;
+
+	m->looks++;
+	return m->landed || (m->due && m->looks >= m->due);
+}
+
+static int fake_prepare(void *ep)
+{
+	(void)ep;
+	return 0;
+}
+
+/* Blocking ends with the message: the writer's wake-up. */
+static int fake_block(void *ep, int64_t timeout_ns)
+{
+	(void)timeout_ns;
+	((struct message *)ep)->landed = 1;
+	return 0;
+}
+
+static void fake_finish(void *ep)
+{
+	(void)ep;
+}
+
+static int fake_check_peer(void *ep)
+{
+	(void)ep;
+	return 0;
+}
+
+static const struct rdmaq_wait_ops fake_ops = {
+	.prepare = fake_prepare,
+	.block = fake_block,
+	.finish = fake_finish,
+	.check_peer = fake_check_peer,
+};
+
+static struct message msg;
+static struct rdmaq_stats stats;
+
+static void waiter_init(struct rdmaq_waiter *wt)
+{
+	memset(&stats, 0, sizeof(stats));
+	rdmaq_waiter_init(wt, &fake_ops, &msg, SPIN_MAX_NS, &stats);
+	wt->slice.want_ns = 0; /* leave the scheduler alone */
+}
+
+/* One get of a message due after `due` looks (0: only when woken). */
+static void one_wait(struct rdmaq_waiter *wt, unsigned long due)
+{
+	msg = (struct message){ .due = due };
+	CHECK(rdmaq_wait(wt, message_landed, &msg, -1) == 0);
+}
+
+static void test_waits_that_block_shrink_the_spin_to_the_minimum(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	for (int i = 0; i < 12; i++)
+		one_wait(&wt, 0);
+	CHECK(wt.spin_ns == RDMAQ_MIN_SPIN_NS);
+	CHECK(stats.spins == 0 && stats.sleeps == 12 && stats.woken == 12);
+}
+
+static void test_a_spin_that_finds_its_message_never_blocks(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	for (int i = 0; i < 32; i++)
+		one_wait(&wt, 200); /* a few µs of looking: far inside the budget */
+	/* A spin that lost its CPU gives up on purpose. */
+	if (!stats.preempted) {
+		CHECK(stats.spins == 32 && stats.sleeps == 0);
+		CHECK(wt.spin_ns == SPIN_MAX_NS);
+	}
+	CHECK(stats.spins >= 1);
+}
+
+static void test_blocked_waits_keep_the_spin_at_the_minimum(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	for (int i = 0; i < 64; i++) {
+		one_wait(&wt, 0);
+		CHECK(wt.spin_ns == RDMAQ_MIN_SPIN_NS || i < 12);
+	}
+	CHECK(stats.spins == 0 && stats.sleeps == 64);
+}
+
+static void test_no_spin_budget_never_spins(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	for (int i = 0; i < 32; i++)
+		one_wait(&wt, 1000);
+	CHECK(stats.spins == 0);
+	/* Each wait looked once, re-checked once after announcing its sleep,
+	 * and once more when woken: no spin in between. */
+	CHECK(msg.looks == 3);
+}
+
+int main(void)
+{
+	test_waits_that_block_shrink_the_spin_to_the_minimum();
+	test_a_spin_that_finds_its_message_never_blocks();
+	test_blocked_waits_keep_the_spin_at_the_minimum();
+	test_no_spin_budget_never_spins();
+	if (failures) {
+		printf("FAIL: %d check(s)\n", failures);
+		return 1;
+	}
+	printf("PASS\n");
+	return 0;
+}
