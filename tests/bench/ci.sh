@@ -56,4 +56,9 @@ if [ "${RDMAQ_BENCH_VLLM:-1}" = 1 ]; then
     pip_q packaging psutil pyzmq urllib3 regex
 fi
 say "running tests/bench with $PY"
-RDMAQ_BENCH_VENV=$VENV exec "$PY" -m pytest -q -rs -p no:cacheprovider tests/bench --benchmark-disable
+# A private temporary directory, removed afterwards: vLLM's MessageQueue leaves its ZMQ socket
+# files under VLLM_RPC_BASE_PATH (default: the temporary directory) when it exits.
+tmp=$(mktemp -d -t rdmaq-bench-ci.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+TMPDIR=$tmp VLLM_RPC_BASE_PATH=$tmp RDMAQ_BENCH_VENV=$VENV \
+    "$PY" -m pytest -q -rs -p no:cacheprovider tests/bench --benchmark-disable
