@@ -3,24 +3,11 @@
  * The cadence predictor on its own: one behaviour per test, fed with
  * made-up writer stamps, no clock, no threads.
  */
-#include <stdio.h>
-#include <string.h>
-
 #include "cadence.h"
+#include "check.h"
 
 #define US 1000LL
 #define MS 1000000LL
-
-static int failures;
-
-#define CHECK(cond)                                                                          \
-	do {                                                                                 \
-		if (!(cond)) {                                                               \
-			fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, \
-				__func__, #cond);                                            \
-			failures++;                                                          \
-		}                                                                            \
-	} while (0)
 
 /* `n` messages stamped `iv` apart, each seen `transit` after its stamp. */
 static int64_t feed(struct rdmaq_cadence *c, int64_t t, int n, int64_t iv, int64_t transit)
@@ -190,6 +177,5 @@ int main(void)
 	test_clean_windows_earn_the_backoff_back_slowly();
 	test_late_naps_start_earlier();
 	test_transit_is_the_fastest_seen();
-	printf("%s: cadence, %d failed checks\n", failures ? "FAIL" : "PASS", failures);
-	return failures != 0;
+	return check_report("cadence");
 }

@@ -6,24 +6,13 @@
  * with this file's rdmaq_cpu_busy() instead of busy.c: the machine's load
  * must not decide whether a wait spins here.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "busy.h"
+#include "check.h"
 #include "wait.h"
 
 #define SPIN_MAX_NS 1000000U /* 1 ms: a failed full spin costs little here */
-
-static int failures;
-
-#define CHECK(cond)                                                                          \
-	do {                                                                                 \
-		if (!(cond)) {                                                               \
-			fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, \
-				__func__, #cond);                                            \
-			failures++;                                                          \
-		}                                                                            \
-	} while (0)
 
 bool rdmaq_cpu_busy(int64_t now_ns)
 {
@@ -153,10 +142,5 @@ int main(void)
 	test_a_spin_that_finds_its_message_never_blocks();
 	test_blocked_waits_keep_the_spin_at_the_minimum();
 	test_no_spin_budget_never_spins();
-	if (failures) {
-		printf("FAIL: %d check(s)\n", failures);
-		return 1;
-	}
-	printf("PASS\n");
-	return 0;
+	return check_report("wait");
 }
