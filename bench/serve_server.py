@@ -1,10 +1,11 @@
 """One ``vllm serve -tp 2`` for ``rdmaq bench serve``: start, health, CPU time, stop, clean up.
 
 The server runs in its own session (one process group: API server, EngineCore, two TP workers,
-multiprocessing's resource tracker) with a private TMPDIR (and VLLM_RPC_BASE_PATH), where vLLM puts its ZMQ ipc sockets
-and other temporary files. Every /dev/shm name a server process maps or holds open is noted
-while it runs; after the stop (SIGTERM to the API server, then SIGKILL to the whole session
-after a grace period) the ones vLLM left behind are listed and removed, and so is the TMPDIR.
+multiprocessing's resource tracker) with a private TMPDIR, also its VLLM_RPC_BASE_PATH, where
+vLLM puts its ZMQ ipc sockets and other temporary files. Every /dev/shm name a server process
+maps or holds open is noted while it runs; after the stop (SIGTERM to the API server, then
+SIGKILL to the whole session after a grace period) the ones vLLM left behind are listed and
+removed, and so is the TMPDIR.
 """
 
 from __future__ import annotations

@@ -84,13 +84,13 @@ def test_spinning_reader_costs_no_wakeup(transport):
         _ping_pong(w, r, 200)
         wakeups = w.stats["wakeups"] - w0["wakeups"]
         spins = r.stats["spins"] - r0["spins"]
-        sleeps = r.stats["sleeps"] - r0["sleeps"]
+        slept = r.stats["sleeps"] - r0["sleeps"]
         # A get that waits spins first (1 s is far beyond a round trip), unless the
         # CPUs are oversubscribed or a spin lost its CPU (slow VMs often do both;
         # the spin budget then shrinks, wait_ready's spin included): then it blocks
         # and counts why.  Gets that found their message already there do neither.
         if r.stats["busy"] == 0 and r.stats["preempted"] == 0:
-            assert sleeps == 0 or spins >= 1, dict(r.stats)
+            assert slept == 0 or spins >= 1, dict(r.stats)
         if transport == "verbs":  # a doorbell per flush, asleep or not
             assert wakeups == 200, w.stats
         else:
