@@ -264,6 +264,10 @@ READER_CHILD = textwrap.dedent("""
     import pickle, signal, sys, rdmaq
     h = pickle.loads(bytes.fromhex(sys.argv[1]))
     signal.signal(signal.SIGUSR1, lambda *a: print("HANDLER", flush=True))
+    # Python raises KeyboardInterrupt only if SIGINT was not ignored when it
+    # started, and a background job of a shell without job control (CI, nohup,
+    # `cmd &` in a script) inherits SIGINT ignored: the test would wait forever.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     r = rdmaq.Reader(h, 0)
     r.wait_ready(60)
     print("READY", flush=True)
