@@ -2,6 +2,7 @@
 /* Negative-errno returns carry a thread-local message for the Python layer. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "error.h"
 #include "rdmaq.h"
@@ -10,11 +11,14 @@ static __thread char rdmaq_errbuf[256];
 
 int rdmaq_set_err(int err, const char *fmt, ...)
 {
+	char msg[sizeof(rdmaq_errbuf)];
 	va_list ap;
 
+	/* Formatted apart: a message may quote the previous one (rdmaq_errmsg()). */
 	va_start(ap, fmt);
-	vsnprintf(rdmaq_errbuf, sizeof(rdmaq_errbuf), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(rdmaq_errbuf, msg, sizeof(msg));
 	return err;
 }
 

@@ -1,0 +1,303 @@
+"""Every range check at its boundary: the last valid value works, the first invalid
+one is refused, naming what was wrong.  The C core's checks are reached through
+segments and records forged only slightly (one field one off, a file a few bytes
+short), the Python ones through the arguments."""
+import errno
+import mmap
+import os
+import struct
+
+import pytest
+
+import rdmaq
+from children import TIMEOUT
+from rdmaq._rdmaq import lib
+from rdmaq.handle import ShmInfo
+
+SHM = "/dev/shm"
+# csrc/shm.c: hdr (64) | writer wait (64) | attach[n] (64 each) | credit[n] (64 each) | ring
+HDR = struct.Struct("<IIIIIiQQQQ")
+MAGIC, VERSION = 0x7164726D, 2
+RING_CTRL = 256
+REC = struct.Struct("<QQIIq")  # seq, msg_len, len, flags, stamp_ns
+FIRST, LAST, ABORT = 1, 2, 4
+
+
+def _layout(n, slot_bytes, slots):
+    return 64 + 64 + n * 128 + RING_CTRL + slot_bytes * slots
+
+
+@pytest.fixture
+def forge(shm_names):
+    """forge(size=None, **header fields) -> a Handle of a segment with that header."""
+    made = []
+
+    def make(size=None, n_readers=1, slot_bytes=1024, slots=8, max_message=1 << 20, **kw):
+        h = dict(magic=MAGIC, version=VERSION, pid=os.getpid(), key=1, start=0)
+        h.update(kw)
+        if size is None:
+            size = _layout(n_readers, slot_bytes, slots)
+        seg_bytes = h.pop("seg_bytes", size)
+        name = f"rdmaq-forged-{os.getpid()}-{len(made)}"
+        shm_names.append(name)
+        fd = os.open(os.path.join(SHM, name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            head = HDR.pack(h["magic"], h["version"], n_readers, slot_bytes, slots, h["pid"],
+                            max_message, h["key"], seg_bytes, h["start"])
+            os.pwrite(fd, head[:size], 0)
+        finally:
+            os.close(fd)
+        made.append(name)
+        return rdmaq.Handle("shm", max(n_readers, 1) if n_readers <= 256 else 256, ShmInfo(name, ""))
+
+    yield make
+    for name in made:
+        try:
+            os.unlink(os.path.join(SHM, name))
+        except FileNotFoundError:
+            pass
+
+
+def _attaches(handle, index=0):
+    r = rdmaq.Reader(handle, index)
+    r.close()
+
+
+# ------------------------------------------------------------ the segment's header (C)
+
+@pytest.mark.parametrize("field, good, bad, match", [
+    ("n_readers", 256, 257, "n_readers must be in 1..256, got 257"),
+    ("n_readers", 1, 0, "n_readers must be in 1..256, got 0"),
+    ("slot_bytes", 128, 64, "slot_bytes must be a multiple of 64 and at least 128, got 64"),
+    ("slot_bytes", 192, 160, "slot_bytes must be a multiple of 64 and at least 128, got 160"),
+    ("slots", 2, 1, "slots must be at least 2, got 1"),
+    ("max_message", 1, 0, "max_message must be at least 1"),
+])
+def test_a_header_field_one_past_its_range_is_a_corrupt_header(forge, field, good, bad, match):
+    _attaches(forge(**{field: good}))
+    with pytest.raises(rdmaq.ProtocolError, match=f"corrupt header: {match}") as e:
+        rdmaq.Reader(forge(**{field: bad}), 0)
+    assert e.value.errno == errno.EPROTO
+
+
+def test_a_ring_of_exactly_16_gib_passes_the_size_check_and_one_slot_more_does_not(forge):
+    # the file is small: a header that passes the ring check fails on the file's size instead
+    exact = forge(size=4096, slot_bytes=1 << 20, slots=1 << 14)
+    with pytest.raises(rdmaq.ProtocolError, match="is 4096 bytes, its header describes"):
+        rdmaq.Reader(exact, 0)
+    above = forge(size=4096, slot_bytes=1 << 20, slots=(1 << 14) + 1)
+    with pytest.raises(rdmaq.ProtocolError, match="16385 x 1048576 bytes is larger than 16 GiB"):
+        rdmaq.Reader(above, 0)
+
+
+@pytest.mark.parametrize("delta", [-1, 1, -8])
+def test_a_file_a_few_bytes_off_its_header_is_refused(forge, delta):
+    size = _layout(1, 1024, 8)
+    _attaches(forge(size=size))
+    with pytest.raises(rdmaq.ProtocolError, match=f"is {size + delta} bytes, its header describes {size}"):
+        rdmaq.Reader(forge(size=size + delta, seg_bytes=size), 0)
+
+
+def test_a_header_that_lies_about_its_size_by_one_is_refused(forge):
+    size = _layout(1, 1024, 8)
+    with pytest.raises(rdmaq.ProtocolError, match=f"is {size} bytes, its header describes {size + 1}"):
+        rdmaq.Reader(forge(size=size, seg_bytes=size + 1), 0)
+
+
+def test_a_file_shorter_than_a_header_is_not_a_queue_and_one_that_long_is_read(forge):
+    with pytest.raises(rdmaq.ProtocolError, match=r"is not an rdmaq queue \(63 bytes\)"):
+        rdmaq.Reader(forge(size=63), 0)
+    # 64 bytes hold the whole header: it is read, and its size claim checked
+    with pytest.raises(rdmaq.ProtocolError, match="is 64 bytes, its header describes"):
+        rdmaq.Reader(forge(size=64, seg_bytes=_layout(1, 1024, 8)), 0)
+
+
+@pytest.mark.parametrize("version", [VERSION - 1, VERSION + 1])
+def test_a_version_one_off_is_another_release(forge, version):
+    with pytest.raises(rdmaq.ProtocolError, match=f"rdmaq v{version} queue, this is v{VERSION}"):
+        rdmaq.Reader(forge(version=version), 0)
+
+
+def test_the_magic_one_off_is_not_a_queue(forge):
+    with pytest.raises(rdmaq.ProtocolError, match="is not an rdmaq queue"):
+        rdmaq.Reader(forge(magic=MAGIC ^ 1), 0)
+
+
+def test_the_first_index_past_the_queue_s_readers_is_refused_by_the_core(forge):
+    handle = forge(n_readers=3)
+    _attaches(handle, 2)
+    liar = rdmaq.Handle("shm", 4, handle.info)  # passes the Python check
+    with pytest.raises(ValueError, match="reader index 3 out of range: queue has 3 readers"):
+        rdmaq.Reader(liar, 3)
+
+
+def test_a_writer_pid_of_no_process_is_a_dead_writer(forge):
+    with pytest.raises(rdmaq.PeerDeadError, match="writer .pid 0. is gone") as e:
+        rdmaq.Reader(forge(pid=0), 0)
+    assert e.value.errno == errno.EOWNERDEAD
+
+
+# ------------------------------------------------------------ records in the ring (C)
+
+class Ring:
+    """A live queue (1 reader, 8 slots of 1 KiB) whose ring the test writes into."""
+
+    def __init__(self, max_message=1 << 20):
+        self.w = rdmaq.Writer(1, transport="shm", slot_bytes=1024, slots=8,
+                              max_message_bytes=max_message)
+        self.r = rdmaq.Reader(self.w.handle, 0)
+        fd = os.open(os.path.join(SHM, self.w.handle.info.name), os.O_RDWR)
+        try:
+            self.m = mmap.mmap(fd, 0)  # the name goes once the queue is ready; the mapping stays
+        finally:
+            os.close(fd)
+        self.key = HDR.unpack_from(self.m, 0)[7]
+        self.ring = 64 + 64 + 128
+        self.w.wait_ready(timeout=TIMEOUT)
+        self.r.wait_ready(timeout=TIMEOUT)
+        self.payload = lib.rdmaq_slot_payload(1024)
+
+    def forge(self, seq, payload, *, msg_len=None, length=None, flags=FIRST | LAST, at=None, trailer=None):
+        """Write record ``seq`` as the writer would, with the given fields changed."""
+        slot = self.ring + RING_CTRL + ((seq if at is None else at) % 8) * 1024
+        length = len(payload) if length is None else length
+        body = payload[:min(len(payload), self.payload)]
+        self.m[slot + 32:slot + 32 + len(body)] = body
+        toff = 32 + ((length + 7) & ~7)
+        if toff + 8 <= 1024:
+            self.m[slot + toff:slot + toff + 8] = struct.pack("<Q", (seq ^ self.key) if trailer is None
+                                                              else trailer)
+        self.m[slot + 8:slot + 32] = REC.pack(0, len(payload) if msg_len is None else msg_len, length,
+                                              flags, 0)[8:]
+        self.m[slot:slot + 8] = struct.pack("<Q", seq)  # last, as the writer
+
+    def close(self):
+        self.r.close()
+        self.w.close()
+        self.m.close()
+
+
+@pytest.fixture
+def ring():
+    r = Ring()
+    yield r
+    r.close()
+
+
+def test_a_record_that_fills_its_slot_exactly_is_delivered(ring):
+    data = bytes(i % 251 for i in range(ring.payload))
+    ring.forge(1, data)
+    assert ring.r.get(timeout=TIMEOUT) == data
+
+
+def test_a_record_one_byte_longer_than_its_slot_is_refused(ring):
+    ring.forge(1, bytes(ring.payload + 1))
+    with pytest.raises(rdmaq.ProtocolError, match=f"record 1 claims {ring.payload + 1} bytes, "
+                                                  f"slot holds {ring.payload}") as e:
+        ring.r.get(timeout=TIMEOUT)
+    assert e.value.errno == errno.EBADMSG
+
+
+def test_a_record_with_its_trailer_one_off_is_not_taken_as_landed(ring):
+    ring.forge(1, b"half-landed", trailer=(1 ^ ring.key) ^ 1)
+    with pytest.raises(TimeoutError):
+        ring.r.get(timeout=0.2)
+    ring.forge(1, b"landed")  # the writer finishes it
+    assert ring.r.get(timeout=TIMEOUT) == b"landed"
+
+
+def test_a_record_that_continues_no_message_is_refused(ring):
+    ring.forge(1, b"tail", flags=LAST)
+    with pytest.raises(rdmaq.ProtocolError, match="record 1 continues a message that never started"):
+        ring.r.get(timeout=TIMEOUT)
+
+
+def test_a_record_of_the_next_lap_is_an_overrun(ring):
+    ring.forge(9, b"next lap", at=1)  # slot of record 1, eight records ahead
+    with pytest.raises(rdmaq.ProtocolError, match="ring overrun: found record 9, expected 1"):
+        ring.r.get(timeout=TIMEOUT)
+
+
+def test_a_record_one_byte_longer_than_its_message_overruns_it(ring):
+    ring.forge(1, b"0123456789A", msg_len=10)
+    with pytest.raises(rdmaq.ProtocolError, match="record 1 overruns its message"):
+        ring.r.get(timeout=TIMEOUT)
+
+
+def test_a_last_record_one_byte_short_of_its_message_is_refused(ring):
+    ring.forge(1, b"012345678", msg_len=10)
+    with pytest.raises(rdmaq.ProtocolError, match="message ended after 9 of 10 bytes"):
+        ring.r.get(timeout=TIMEOUT)
+
+
+def test_a_message_of_max_message_bytes_is_taken_and_one_more_refused():
+    ring = Ring(max_message=100)
+    try:
+        ring.forge(1, bytes(100))
+        assert ring.r.get(timeout=TIMEOUT) == bytes(100)
+        ring.forge(2, bytes(101))
+        with pytest.raises(rdmaq.ProtocolError, match="record 2 announces 101 bytes, above max_message 100"):
+            ring.r.get(timeout=TIMEOUT)
+    finally:
+        ring.close()
+
+
+def test_credit_up_to_what_was_sent_is_trusted_and_one_more_is_not(ring):
+    credit0 = 64 + 64 + 64  # after hdr, writer wait, attach[1]
+    ring.w.put(b"one", timeout=TIMEOUT)  # next_seq 2
+    ring.m[credit0:credit0 + 8] = (2).to_bytes(8, "little")  # everything sent: fine
+    ring.w.put(b"two", timeout=TIMEOUT)
+    ring.m[credit0:credit0 + 8] = (4).to_bytes(8, "little")  # one past the 2 records sent
+    with pytest.raises(rdmaq.ProtocolError, match="reader 0 reports credit 4, only 2 records were sent"):
+        ring.w.put(b"x" * 8000, timeout=TIMEOUT)  # needs room: reads the credit
+
+
+# ------------------------------------------------------------ arguments (Python and C)
+
+@pytest.mark.parametrize("kwargs", [
+    {"n_readers": 256}, {"slot_bytes": 128}, {"slots": 2}, {"max_message_bytes": 1},
+    {"spin_us": 1_000_000}, {"spin_us": 0}, {"slice_us": 100}, {"slice_us": 100_000}, {"slice_us": 0},
+])
+def test_the_last_valid_writer_arguments_make_a_working_queue(kwargs):
+    n = kwargs.get("n_readers", 1)
+    with rdmaq.Writer(n, transport="shm", **{k: v for k, v in kwargs.items() if k != "n_readers"}) as w:
+        r = rdmaq.Reader(w.handle, n - 1, **{k: v for k, v in kwargs.items() if k in ("spin_us", "slice_us")})
+        for i in range(n - 1):
+            rdmaq.Reader(w.handle, i).close()
+        w.wait_ready(timeout=TIMEOUT)
+        w.put(b"z", timeout=TIMEOUT)
+        assert r.get(timeout=TIMEOUT) == b"z"
+        r.close()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"n_readers": 257}, "n_readers must be in 1..256, got 257"),
+    ({"n_readers": 0}, "n_readers must be in 1..256, got 0"),
+    ({"slot_bytes": 127}, "slot_bytes must be in 128"),
+    ({"slot_bytes": 129}, "slot_bytes must be a multiple of 64, got 129"),
+    ({"slots": 1}, "slots must be in 2"),
+    ({"max_message_bytes": 0}, "max_message_bytes must be in 1"),
+    ({"spin_us": 1_000_001}, "spin_us must be in 0..1000000, got 1000001"),
+    ({"spin_us": -1}, "spin_us must be in 0..1000000, got -1"),
+    ({"slice_us": 99}, "slice_us must be 0 .off. or 100..100000, got 99"),
+    ({"slice_us": 100_001}, "slice_us must be in 0..100000, got 100001"),
+])
+def test_the_first_invalid_writer_arguments_are_refused(kwargs, match):
+    n = kwargs.pop("n_readers", 1)
+    with pytest.raises(ValueError, match=match):
+        rdmaq.Writer(n, transport="shm", **kwargs)
+
+
+@pytest.mark.parametrize("slice_ns, ok", [(99_999, False), (100_000, True), (100_000_000, True),
+                                          (100_000_001, False)])
+def test_the_core_s_slice_range(slice_ns, ok):
+    rc = lib.rdmaq_sched_slice_probe(slice_ns)
+    assert (rc >= 0) == ok, rc
+    if not ok:
+        assert rc == -errno.EINVAL
+
+
+@pytest.mark.parametrize("slot_bytes", [128, 192, 1024, 65536])
+def test_a_slot_carries_its_size_less_40_bytes(slot_bytes):
+    assert lib.rdmaq_slot_payload(slot_bytes) == slot_bytes - 40
