@@ -1,0 +1,165 @@
+"""The documented attributes of the exceptions (README, "Errors"): the class of
+each failure, ``.errno`` (the C core's code), and what the message names."""
+import errno
+import threading
+
+import pytest
+
+import rdmaq
+from children import TIMEOUT
+from rdmaq import errors
+from rdmaq._rdmaq import ffi, lib
+
+
+def test_every_rdmaq_error_is_a_runtime_error_with_errno():
+    e = rdmaq.Error("x", errno.EIO)
+    assert isinstance(e, RuntimeError) and e.errno == errno.EIO and str(e) == "x"
+    assert rdmaq.Error("y").errno is None
+    for cls in (rdmaq.ClosedError, rdmaq.PeerClosedError, rdmaq.PeerDeadError, rdmaq.ProtocolError,
+                rdmaq.QueueNotFoundError, rdmaq.IndexInUseError, rdmaq.SharedMemoryFullError,
+                rdmaq.MessageTooLarge):
+        assert issubclass(cls, rdmaq.Error)
+    assert issubclass(rdmaq.MessageTooLarge, ValueError)
+    assert not issubclass(rdmaq.ClosedError, ValueError)
+
+
+@pytest.mark.parametrize("err, cls", [
+    (errno.ECANCELED, rdmaq.ClosedError),
+    (errno.EBADF, rdmaq.ClosedError),
+    (errno.EPIPE, rdmaq.PeerClosedError),
+    (errno.EOWNERDEAD, rdmaq.PeerDeadError),
+    (errno.EMSGSIZE, rdmaq.MessageTooLarge),
+    (errno.EBADMSG, rdmaq.ProtocolError),
+    (errno.EPROTO, rdmaq.ProtocolError),
+    (errno.ENOENT, rdmaq.QueueNotFoundError),
+    (errno.EBUSY, rdmaq.IndexInUseError),
+    (errno.ENOSPC, rdmaq.SharedMemoryFullError),
+    (errno.EIO, rdmaq.Error),  # anything else: the base class, errno kept
+    (errno.ENOMEM, rdmaq.Error),
+])
+def test_each_errno_of_the_core_becomes_its_exception(err, cls):
+    with pytest.raises(cls) as e:
+        errors.raise_for(-err, "what", lib, ffi)
+    assert type(e.value) is cls
+    assert e.value.errno == err
+    assert str(e.value).startswith("what: ")
+
+
+@pytest.mark.parametrize("err, cls", [(errno.ETIMEDOUT, TimeoutError), (errno.EINVAL, ValueError),
+                                      (errno.ENAMETOOLONG, ValueError)])
+def test_timeouts_and_bad_arguments_are_builtin_exceptions(err, cls):
+    with pytest.raises(cls) as e:
+        errors.raise_for(-err, "what", lib, ffi)
+    assert type(e.value) is cls  # not an rdmaq.Error: callers catch the builtin
+    assert str(e.value).startswith("what: ")
+
+
+@pytest.mark.parametrize("rc", [0, 1, 7])
+def test_success_raises_nothing(rc):
+    errors.raise_for(rc, "what", lib, ffi)
+
+
+def test_without_a_message_from_the_core_the_errno_is_named():
+    """A thread whose core never set a message gets strerror's text."""
+    box = {}
+
+    def fresh_thread():
+        try:
+            errors.raise_for(-errno.EIO, "what", lib, ffi)
+        except rdmaq.Error as e:
+            box["e"] = e
+
+    t = threading.Thread(target=fresh_thread)
+    t.start()
+    t.join(TIMEOUT)
+    assert str(box["e"]) == "what: Input/output error"
+
+
+def test_the_core_s_message_follows_what_failed(transport):
+    with rdmaq.Writer(1, transport=transport, max_message_bytes=10) as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.put(bytes(10), timeout=TIMEOUT)
+        with pytest.raises(rdmaq.MessageTooLarge) as e:
+            w.put(bytes(11), timeout=TIMEOUT)
+        assert e.value.errno == errno.EMSGSIZE
+        assert str(e.value) == "writer put: message of 11 bytes exceeds max_message_bytes=10"
+        assert r.get(timeout=TIMEOUT) == bytes(10)
+        r.close()
+
+
+def test_a_queue_that_is_gone_names_itself_and_why(transport):
+    if transport != "shm":
+        pytest.skip("shm: the handle names a segment")
+    w = rdmaq.Writer(1, transport="shm")
+    h = w.handle
+    w.close()
+    with pytest.raises(rdmaq.QueueNotFoundError) as e:
+        rdmaq.Reader(h, 0)
+    assert e.value.errno == errno.ENOENT
+    assert h.info.name in str(e.value) and "writer is gone or closed" in str(e.value)
+
+
+def test_an_index_attached_twice_names_the_index_and_the_holder():
+    import os
+    with rdmaq.Writer(2, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 1)
+        with pytest.raises(rdmaq.IndexInUseError) as e:
+            rdmaq.Reader(w.handle, 1)
+        assert e.value.errno == errno.EBUSY
+        assert str(e.value) == (f"attach reader 1: reader index 1 is already attached (pid {os.getpid()})")
+        r.close()
+
+
+def test_closed_endpoints_raise_closed_error(transport):
+    w = rdmaq.Writer(1, transport=transport)
+    r = rdmaq.Reader(w.handle, 0)
+    w.wait_ready(timeout=TIMEOUT)
+    r.close()
+    with pytest.raises(rdmaq.ClosedError, match="reader is closed"):
+        r.get(timeout=0)
+    with pytest.raises(rdmaq.ClosedError, match="reader is closed"):
+        r.wait_ready(timeout=0)
+    w.close()
+    with pytest.raises(rdmaq.ClosedError, match="writer is closed"):
+        w.put(b"x", timeout=0)
+    w.close()  # twice: nothing
+    r.close()
+
+
+def test_a_peer_s_close_after_the_last_message(transport):
+    w = rdmaq.Writer(1, transport=transport)
+    r = rdmaq.Reader(w.handle, 0)
+    w.wait_ready(timeout=TIMEOUT)
+    w.put(b"last", timeout=TIMEOUT)
+    w.close()
+    assert r.get(timeout=TIMEOUT) == b"last"
+    for _ in range(2):  # and stays so
+        with pytest.raises(rdmaq.PeerClosedError) as e:
+            r.get(timeout=TIMEOUT)
+        assert e.value.errno == errno.EPIPE
+        assert str(e.value) == "reader get: writer closed the queue"
+    r.close()
+
+
+def test_the_last_reader_s_close_is_the_writer_s_peer_closed(transport):
+    with rdmaq.Writer(2, transport=transport) as w:
+        rs = [rdmaq.Reader(w.handle, i) for i in range(2)]
+        w.wait_ready(timeout=TIMEOUT)
+        rs[0].close()
+        w.put(b"to one", timeout=TIMEOUT)  # one reader left: fine
+        rs[1].close()
+        with pytest.raises(rdmaq.PeerClosedError) as e:
+            w.put(b"to none", timeout=TIMEOUT)
+        assert e.value.errno == errno.EPIPE
+        assert str(e.value) == "writer put: all 2 readers have closed"
+
+
+def test_a_timeout_is_a_builtin_timeout_error_naming_the_call(transport):
+    with rdmaq.Writer(1, transport=transport) as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+        with pytest.raises(TimeoutError) as e:
+            r.get(timeout=0.01)
+        assert not isinstance(e.value, rdmaq.Error)
+        assert str(e.value) == "reader get: timed out"
+        r.close()
