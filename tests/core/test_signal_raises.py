@@ -1,0 +1,77 @@
+"""A signal handler that raises out of a blocked call, and the messages after it.
+
+README: a signal that arrives while a call blocks runs its Python handler at
+once (or within ~100 ms on the main thread), and the call raises what the
+handler raised, losing nothing.  A put that raised mid-message is given up:
+the next put tells the readers to drop the part they have, so they see the
+next message whole, never half of the one before.  A get that raised lost no
+message: the next get returns it.  (A get cut mid-message by its timeout resumes
+it: test_flow_control.py.)
+"""
+import signal
+import threading
+
+import pytest
+
+import rdmaq
+from children import TIMEOUT
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _raise_after(seconds):
+    def handler(signum, frame):
+        raise Interrupted()
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    return old
+
+
+def _disarm(old):
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("size", [3000, 40000], ids=["fits-the-ring", "streams"])
+def test_a_put_raised_out_of_mid_message_is_dropped_by_the_readers(size):
+    with rdmaq.Writer(1, transport="shm", slot_bytes=1024, slots=4) as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+        w.put(b"first", timeout=TIMEOUT)
+        w.put(b"second", timeout=TIMEOUT)  # the ring has room for 2 more records
+        big = bytes(i % 253 for i in range(size))
+        old = _raise_after(0.1)
+        try:
+            with pytest.raises(Interrupted):
+                w.put(big, timeout=TIMEOUT)  # blocks: 4 slots, the reader not reading
+        finally:
+            _disarm(old)
+        got = []
+        reader = threading.Thread(target=lambda: got.extend(bytes(r.get(timeout=TIMEOUT)) for _ in range(3)))
+        reader.start()
+        w.put(b"after", timeout=TIMEOUT)
+        reader.join(TIMEOUT)
+        assert got == [b"first", b"second", b"after"]
+        w.put(b"and on", timeout=TIMEOUT)
+        assert r.get(timeout=TIMEOUT) == b"and on"
+        assert r.stats["messages"] == 4
+        r.close()
+
+
+def test_a_get_raised_out_of_loses_no_message():
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+        old = _raise_after(0.1)
+        try:
+            with pytest.raises(Interrupted):
+                r.get(timeout=TIMEOUT)
+        finally:
+            _disarm(old)
+        w.put(b"one", timeout=TIMEOUT)
+        w.put(b"two", timeout=TIMEOUT)
+        assert [r.get(timeout=TIMEOUT) for _ in range(2)] == [b"one", b"two"]
+        r.close()
