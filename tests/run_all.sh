@@ -3,7 +3,8 @@
 # (apt + pip, downloads cached under ~/.cache), then runs every tier:
 #   core      C core + shm transport + Python API (incl. ASan/UBSan/TSan builds);
 #             tests/core over shm (the verbs tier runs it over verbs); tests/cli
-#             (the rdmaq command, the build's messages, the tier scripts)
+#             (the rdmaq command, the build's messages, the tier scripts);
+#             tests/vllm/test_placement.py (pure, no vLLM)
 #   verbs     tests/core's shared tests over verbs + tests/verbs, on real
 #             SoftRoCE inside a QEMU VM (tests/rxe)
 #   docker    the containerized SoftRoCE run (docker/): image built here,
@@ -60,9 +61,10 @@ run_tier() {
 	local tier=$1 t0=$SECONDS rc
 	case $tier in
 	core)	stage "core tests"
-		# + doctor/softroce's no-device branches (the VM runs the others)
+		# + doctor/softroce's no-device branches (the VM runs the others), and the
+		# vLLM adapter's reader placement (pure: no vLLM needed)
 		"$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider --transport shm tests/core tests/cli \
-			tests/verbs/test_doctor.py ;;
+			tests/verbs/test_doctor.py tests/vllm/test_placement.py ;;
 	verbs)	stage "verbs tests in the SoftRoCE VM"
 		PATH="$VENV/bin:$PATH" RDMAQ_VENV=$VENV bash tests/rxe/ci.sh ;;
 	vllm)	stage "vLLM tests"

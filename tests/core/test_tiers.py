@@ -1,0 +1,88 @@
+"""Every test module runs in some tier.
+
+A tier runs what its script names (tests/run_all.sh and the scripts it calls:
+tests/*/ci.sh, docker/ci.sh): a module is run when a tier script names it or a
+folder above it (tests/core), from the repository's root or from the script's
+own folder (those that cd there: test_queue.py); a folder counts only as an
+argument of pytest.  Comments do not count.  A C test (tests/c/test_*.c) is
+run when the Makefile builds it among its core tests and a Python test of
+tests/core names it.
+"""
+import os
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TIER_SCRIPTS = ["tests/run_all.sh", "tests/*/ci.sh", "docker/ci.sh", "docker/entrypoint.sh",
+                "docker/in-vm.sh"]
+
+
+def _named(path):
+    """What a script names: any test file, and folders given to pytest (a logical
+    line that runs pytest, less what it cds into)."""
+    lines = [ln for ln in path.read_text().splitlines() if not ln.lstrip().startswith("#")]
+    words = set()
+    for line in re.sub(r"\\\n", " ", "\n".join(lines)).splitlines():
+        found = re.findall(r"[\w./$-]+", re.sub(r"\bcd\s+\S+", "", line))
+        words.update(w for w in found if w.endswith(".py"))
+        if "pytest" in line:
+            words.update(found)
+    return words
+
+
+def tier_scripts():
+    out = []
+    for pattern in TIER_SCRIPTS:
+        out += sorted(ROOT.glob(pattern))
+    return out
+
+
+def _candidates(rel, base):
+    """How a script in ``base`` may name ``rel`` or a folder above it: paths with a
+    slash, or file names (a bare folder name is too common a word to count)."""
+    for parent in [rel, *rel.parents]:
+        try:
+            name = parent.relative_to(base)
+        except ValueError:
+            continue
+        name = str(name)
+        if name != "." and ("/" in name or name.endswith(".py")):
+            yield name
+
+
+def run_by_a_tier(module, scripts):
+    rel = module.relative_to(ROOT)
+    for script in scripts:
+        words = _named(script)
+        for base in (Path("."), script.parent.relative_to(ROOT)):
+            for name in _candidates(rel, base):
+                if any(w == name or w == f"{name}/" or w.endswith(f"/{name}") for w in words):
+                    return True
+    return False
+
+
+def test_every_python_test_module_runs_in_some_tier():
+    scripts = tier_scripts()
+    assert len(scripts) >= 5, scripts
+    modules = sorted(p for p in ROOT.glob("tests/**/test_*.py") if "mutation" not in p.parts)
+    orphans = [str(m.relative_to(ROOT)) for m in modules if not run_by_a_tier(m, scripts)]
+    assert orphans == [], f"test modules that no tier runs: {orphans}"
+
+
+def test_every_c_test_runs_in_the_core_tier():
+    makefile = (ROOT / "tests/c/Makefile").read_text()
+    core = re.search(r"^CORE_TESTS\s*:=\s*(.*)$", makefile, re.M).group(1).split()
+    runners = " ".join(p.read_text() for p in (ROOT / "tests/core").glob("test_c_*.py"))
+    for src in sorted((ROOT / "tests/c").glob("test_*.c")):
+        name = src.stem
+        assert name in core, f"tests/c/Makefile does not build {name} (CORE_TESTS)"
+        assert re.search(rf"\b{name}\b|\"{name.removeprefix('test_')}\"", runners), \
+            f"no test of tests/core runs {name}"
+
+
+def test_the_check_sees_an_orphan(tmp_path):
+    """The rule itself: a module in no script is found, one named is not."""
+    scripts = tier_scripts()
+    assert not run_by_a_tier(ROOT / "tests" / "nowhere" / "test_orphan.py", scripts)
+    assert run_by_a_tier(ROOT / "tests" / "core" / "test_tiers.py", scripts)
+    assert os.path.exists(ROOT / "tests" / "core" / "test_tiers.py")
