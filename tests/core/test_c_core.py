@@ -16,13 +16,13 @@ RUN_TIMEOUT_S = 180
 
 @pytest.mark.timeout(2 * (COMPILE_TIMEOUT_S + RUN_TIMEOUT_S))
 @pytest.mark.parametrize("kind", ["asan", "tsan"])
-def test_c_core_under_sanitizer(kind, tmp_path):
+def test_c_core_under_sanitizer(kind, c_build):
     for tool in ("make", "gcc"):
         if shutil.which(tool) is None:
             pytest.fail(f"no {tool}: install it (the CI script does)")
-    exe = tmp_path / kind / "test_ring"
+    exe = c_build / kind / "test_ring"
     subprocess.run(["make", "-s", "--no-print-directory", "-C", TESTS_C, f"-j{os.cpu_count()}",
-                    f"O={tmp_path}", str(exe)], check=True, timeout=COMPILE_TIMEOUT_S)
+                    f"O={c_build}", str(exe)], check=True, timeout=COMPILE_TIMEOUT_S)
     try:
         p = subprocess.run([os.path.join(TESTS_C, "run.sh"), kind, str(exe)], capture_output=True,
                            text=True, timeout=RUN_TIMEOUT_S)

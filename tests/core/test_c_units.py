@@ -11,12 +11,12 @@ UNITS = ["cadence", "wait", "recovery"]
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_c_unit(unit, tmp_path):
+def test_c_unit(unit, c_build):
     for tool in ("make", "gcc"):
         if shutil.which(tool) is None:
             pytest.fail(f"no {tool}: install it (the CI script does)")
-    exe = tmp_path / "asan" / f"test_{unit}"
-    subprocess.run(["make", "-s", "--no-print-directory", "-C", TESTS_C, f"O={tmp_path}", str(exe)],
+    exe = c_build / "asan" / f"test_{unit}"
+    subprocess.run(["make", "-s", "--no-print-directory", "-C", TESTS_C, f"O={c_build}", str(exe)],
                    check=True, timeout=120)
     p = subprocess.run([os.path.join(TESTS_C, "run.sh"), "asan", str(exe)], capture_output=True,
                        text=True, timeout=60)
