@@ -83,3 +83,46 @@ def test_a_writer_on_an_oversubscribed_cpu_never_spins_for_room(one_busy_cpu):
         assert after["spins"] == before["spins"]
         assert after["busy"] - before["busy"] == 3
         r.close()
+
+
+# ------------------------------------------------------------ the oversubscription test
+
+def _can_fake_loadavg():
+    import shutil
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-m", "sh", "-c", "mount --bind /dev/null /proc/loadavg"],
+                          capture_output=True).returncode == 0
+
+
+BUSY_CHILD = """
+import os, rdmaq
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU
+w = rdmaq.Writer(1, transport="shm", spin_us=1000000)
+r = rdmaq.Reader(w.handle, 0, spin_us=1000000, anticipate=False)
+w.wait_ready(30)
+for _ in range(3):
+    try:
+        r.get(timeout=0.03)
+    except TimeoutError:
+        pass
+print(r.stats["busy"], flush=True)
+"""
+
+
+@pytest.mark.skipif(not _can_fake_loadavg(), reason="needs root and unshare -m to show a made-up /proc/loadavg")
+@pytest.mark.parametrize("loadavg, busy", [
+    ("7.00 7.00 7.00 1/300 4321", 0),  # only this process runs: one CPU is enough
+    ("0.00 0.00 0.00 2/300 4321", 3),  # one other runnable task fills the one CPU
+    ("0.00 0.00 0.00 9/300 4321", 3),
+])
+def test_busy_means_the_other_runnable_tasks_fill_this_thread_s_cpus(tmp_path, loadavg, busy):
+    """The kernel's count of runnable tasks (4th field of /proc/loadavg, this
+    process included) against the CPUs this thread may use, shown a made-up
+    /proc/loadavg in a mount namespace of its own."""
+    fake = tmp_path / "loadavg"
+    fake.write_text(loadavg + "\n")
+    p = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$0" /proc/loadavg && exec "$1" -c "$2"',
+                        str(fake), sys.executable, BUSY_CHILD], capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert int(p.stdout) == busy, (loadavg, p.stdout)

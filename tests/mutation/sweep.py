@@ -1,0 +1,511 @@
+"""The generated mutation sweep: mutants made by rule, each run against the tests
+that execute its line.
+
+    python tests/mutation/sweep.py                      # the full sweep: every mutant
+    python tests/mutation/sweep.py --sample 40 --seed S # a seeded random sample (CI)
+    python tests/mutation/sweep.py --list               # the mutants, generated only
+    python tests/mutation/sweep.py --only ID ... --keep # some mutants, scratch trees kept
+
+Steps:
+ 1. generate every mutant of the scope (SCOPE below) by rule: gen_c.py for
+    csrc/, gen_py.py for rdmaq/; each has a stable id (file, function,
+    rule, the line's text, what changes), so reasons.toml follows the code;
+ 2. choose them: all, --sample N (random.Random(seed)), or --only;
+ 3. the coverage map (cover.py): the test universe run once in a scratch
+    tree with the coverage build; per test, the lines it ran;
+ 4. --workers scratch trees, each with its own build, take mutants in turn:
+    a C mutant first compiles alone (-g0): a compile error makes it
+    stillborn, an object identical to the original's equivalent (trivial
+    compiler equivalence); else its file is recompiled and the extension
+    relinked;  then the tests that ran its lines, fastest first, `pytest -x`:
+    a failure (or the time limit: a hang) kills it; all passing, it survives;
+ 5. the table (--out, markdown) per file: generated, chosen, stillborn,
+    equivalent, killed, survived; every survivor with its reason from
+    reasons.toml, or "no reason yet".
+
+The score is killed / (chosen - stillborn - equivalent).  Equivalent: the
+compiler's (identical object) and the mutants reasons.toml marks
+`equivalent = true`.  Exit status: 0 at or above --min-score, 1 below, 2
+when the run is broken (a failing build, no coverage map).
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from collections import Counter, defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import build  # noqa: E402
+import cover  # noqa: E402
+import gen_c  # noqa: E402
+import gen_py  # noqa: E402
+from run import ROOT, remove_orphan_segments, scratch_copy, vllm_python  # noqa: E402
+from run import _segments as shm_segments  # noqa: E402
+
+REASONS = HERE / "reasons.toml"
+
+# What is mutated, and what is not (docs/testing.md says why).
+C_SCOPE = "csrc/*.c"
+C_OUT = ("csrc/verbs_*.c",)  # their tests need the SoftRoCE VM
+PY_SCOPE = "rdmaq/**/*.py"
+PY_OUT = (
+    "rdmaq/transport/verbs/*",  # the SoftRoCE VM
+    "rdmaq/_build.py",  # runs when the extension is built, not when the tests run
+    "rdmaq/vllm/plugin.py",  # its tests need vLLM's full CPU build (the vllm tier's venv-cpu)
+)
+VLLM_PY = "rdmaq/vllm/*"  # tested in the vllm tier's venv-mq
+
+# The test universe: what the core tier runs, and the vLLM adapter's tests in venv-mq.
+SUITE_TESTS = ["tests/core", "tests/cli", "tests/verbs/test_doctor.py", "tests/vllm/test_placement.py"]
+VLLM_TESTS = ["tests/vllm/test_queue.py", "tests/vllm/test_upstream_adapted.py"]
+PYTEST = ["-p", "no:cacheprovider", "--transport", "shm"]
+DESELECT = [
+    # volume: 20,000 to 400,000 messages, behaviour that test_framing, test_flow_control
+    # and the others check in small; a mutant that survives them would pay minutes here
+    "tests/core/test_soak.py",
+    "tests/core/test_broadcast.py",
+]
+
+
+def scope_files():
+    def out(rel, pats):
+        return any(Path(rel).match(p) for p in pats)
+    c = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(C_SCOPE))
+    py = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(PY_SCOPE))
+    return [f for f in c if not out(f, C_OUT)], [f for f in py if not out(f, PY_OUT)]
+
+
+def mutant_id(m, source_lines):
+    text = " ".join(source_lines[m.line - 1].split())
+    h = hashlib.sha1("\0".join([m.file, m.function, m.rule, text, m.original, m.replacement])
+                     .encode()).hexdigest()[:10]
+    return f"{m.file}:{m.function}:{m.rule}:{h}"
+
+
+def generate_all(root=ROOT, vllm=True):
+    c_files, py_files = scope_files()
+    out = []
+    for rel in c_files + py_files:
+        if not vllm and Path(rel).match(VLLM_PY):
+            continue
+        gen = gen_c if rel.endswith(".c") else gen_py
+        lines = (root / rel).read_text().splitlines()
+        seen = Counter()
+        for m in gen.generate(root / rel, rel):
+            if m.rule == "del" and m.function == "<module>":
+                continue  # a module that fails to import: every test kills it, nothing learnt
+            mid = mutant_id(m, lines)
+            seen[mid] += 1
+            if seen[mid] > 1:
+                mid = f"{mid}.{seen[mid]}"
+            out.append((mid, m))
+    return out
+
+
+def load_reasons():
+    if not REASONS.exists():
+        return {}
+    with open(REASONS, "rb") as f:
+        doc = tomllib.load(f)
+    return {r["id"]: r for r in doc.get("mutant", [])}
+
+
+# ------------------------------------------------------------------ running tests
+
+RUNNING: set[subprocess.Popen] = set()  # killed with their sessions if the sweep is stopped
+
+
+STOPPING = threading.Event()
+
+
+def stop_running():
+    STOPPING.set()
+    for p in list(RUNNING):
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def run_pytest(tree: Path, python: str, nodeids, limit, basetemp: Path):
+    """(outcome, seconds, first failure): outcome 'pass', 'fail' or 'timeout'."""
+    # the C tests' objects stay from mutant to mutant: make rebuilds the changed file
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1",
+               RDMAQ_C_BUILD=str(basetemp.parent / "c-build"))
+    env.pop("RDMAQ_REQUIRE_ALL", None)
+    before = shm_segments()
+    t0 = time.monotonic()
+    argfile = basetemp.parent / "args.txt"
+    argfile.write_text("\n".join(nodeids) + "\n")
+    p = subprocess.Popen([*cover.private_shm(), python, "-m", "pytest", "-x", "-q", "-rf", *PYTEST, "-o", "timeout=30",
+                          "--basetemp", str(basetemp), f"@{argfile}"],
+                         cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    RUNNING.add(p)
+    timed_out = False
+    try:
+        out, _ = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        RUNNING.discard(p)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if timed_out:
+        out, _ = p.communicate()
+    secs = time.monotonic() - t0
+    remove_orphan_segments(shm_segments() - before)
+    out = (out or "").replace(f"{tree}/", "")
+    failed = [ln for ln in out.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    if timed_out:
+        return "timeout", secs, f"limit of {limit:.0f} s reached"
+    if p.returncode == 0:
+        return "pass", secs, ""
+    if p.returncode in (4, 5) or not failed and "error" in out.lower() and p.returncode != 1:
+        return "broken", secs, out[-800:]
+    return "fail", secs, (failed[0] if failed else out.strip().splitlines()[-1] if out.strip() else "")
+
+
+class Worker:
+    def __init__(self, k, base: Path, tmp: Path, pythons):
+        self.k = k
+        self.dir = tmp / f"w{k}"
+        self.tree = self.dir / "tree"
+        shutil.copytree(base, self.tree, symlinks=True)
+        self.ext = build.Extension(self.tree)
+        self.ext.build()
+        self.pristine_so = self.ext.so.read_bytes()
+        self.pristine_o = {src: self.ext.obj(src).read_bytes() for src in self.ext.compiles}
+        self.ref_obj = {}
+        self.pythons = pythons
+
+    def reference(self, src):
+        if src not in self.ref_obj:
+            out = self.dir / "ref.o"
+            if not self.ext.object_alone(src, out):
+                raise build.BuildError(f"{src} does not compile unmutated")
+            self.ref_obj[src] = out.read_bytes()
+        return self.ref_obj[src]
+
+    def run(self, mid, m, tests, limit):
+        path = self.tree / m.file
+        original = path.read_text()
+        t0 = time.monotonic()
+        try:
+            mutated = m.apply(original)
+            if m.file.endswith(".c"):
+                ref = self.reference(m.file)
+                path.write_text(mutated)
+                out = self.dir / "mut.o"
+                if not self.ext.object_alone(m.file, out):
+                    return {"result": "stillborn"}
+                if out.read_bytes() == ref:
+                    return {"result": "equivalent", "why": "compiles to the same object"}
+                try:
+                    self.ext.recompile(m.file)
+                    self.ext.relink()
+                except build.BuildError as e:
+                    return {"result": "stillborn", "why": str(e)[-300:]}
+            else:
+                path.write_text(mutated)
+            if not tests:
+                return {"result": "survived", "why": "no test runs this line", "tests": 0}
+            python = self.pythons[tests[0][1]]
+            basetemp = self.dir / "tmp"
+            outcome, secs, first = run_pytest(self.tree, python, [t for t, _ in tests], limit, basetemp)
+            if outcome == "broken":
+                return {"result": "error", "why": first, "seconds": secs, "tests": len(tests)}
+            result = {"pass": "survived", "fail": "killed", "timeout": "killed (time limit)"}[outcome]
+            return {"result": result, "seconds": secs, "tests": len(tests), "evidence": first}
+        finally:
+            path.write_text(original)
+            if m.file.endswith(".c"):
+                for src, data in self.pristine_o.items():
+                    if src == m.file:
+                        self.ext.obj(src).write_bytes(data)
+                self.ext.so.write_bytes(self.pristine_so)
+            self.last = time.monotonic() - t0
+
+
+# ------------------------------------------------------------------ selection
+
+def tests_for(m, cmap, source_text, killers=None):
+    """Node ids of the tests that ran the mutant's lines, one universe: first those
+    that killed other mutants of the file (most kills first), then fastest first."""
+    first = m.line
+    last = m.line + source_text[m.start:m.end].count("\n")
+    by_line = cmap["lines"].get(m.file, {})
+    idx = set()
+    for ln in range(first, last + 1):
+        idx.update(by_line.get(str(ln), []))
+    tests = [cmap["tests"][i] for i in idx if cmap["tests"][i]["outcome"] == "passed"]
+    universe = "vllm" if Path(m.file).match(VLLM_PY) and any(t["python"] == "vllm" for t in tests) \
+        else "suite"
+    tests = [t for t in tests if t["python"] == universe]
+    kills = (killers or {}).get(m.file, Counter())
+    tests.sort(key=lambda t: (-kills[t["nodeid"]], t["seconds"], t["nodeid"]))
+    return [(t["nodeid"], t["python"]) for t in tests]
+
+
+def coverage_map(base: Path, tmp: Path, pythons, need_vllm, log):
+    covtree = tmp / "cov" / "tree"
+    shutil.copytree(base, covtree, symlinks=True)
+    ext = build.Extension(covtree, pythons["suite"], coverage=True)
+    ext.build()
+    t0 = time.monotonic()
+    suite_files = expand_tests(covtree, SUITE_TESTS)
+    records = cover.run_shards(covtree, pythons["suite"], tmp / "cov" / "suite", suite_files, PYTEST,
+                               shards=2, weights=file_weights())
+    log(f"coverage: {len(records)} tests of the suite in {time.monotonic() - t0:.0f} s")
+    cmap = cover.build_map(records, covtree, [tmp / "cov" / "suite" / d for d in ("s0", "s1")])
+    if need_vllm:
+        t0 = time.monotonic()
+        ensure_coverage(pythons["vllm"])
+        vrec = cover.run_shards(covtree, pythons["vllm"], tmp / "cov" / "vllm", VLLM_TESTS, PYTEST,
+                                shards=2)
+        for t in vrec:
+            t["python"] = "vllm"
+        vmap = cover.build_map(vrec, covtree, [tmp / "cov" / "vllm" / d for d in ("s0", "s1")])
+        log(f"coverage: {len(vrec)} tests of the vLLM adapter in {time.monotonic() - t0:.0f} s")
+        cmap = cover.merge(cmap, vmap)
+    failing = [t["nodeid"] for t in cmap["tests"] if t["outcome"] == "failed"]
+    if failing:
+        log(f"coverage: {len(failing)} tests failed unmutated and select no mutant: "
+            + ", ".join(failing[:5]) + (" ..." if len(failing) > 5 else ""))
+    return cmap
+
+
+def expand_tests(tree, roots):
+    files = []
+    for r in roots:
+        p = tree / r
+        if p.is_dir():
+            files += sorted(str(f.relative_to(tree)) for f in p.rglob("test_*.py"))
+        else:
+            files.append(r)
+    return [f for f in files if f not in DESELECT]
+
+
+def file_weights():
+    """Rough seconds per test file (from an earlier map, if any), to balance the shards."""
+    cache = ROOT / "results" / "mutation-map.json"
+    if not cache.exists():
+        return {}
+    w = defaultdict(float)
+    for t in json.loads(cache.read_text())["tests"]:
+        w[t["nodeid"].split("::")[0]] += t["seconds"]
+    return w
+
+
+def ensure_coverage(python):
+    if subprocess.run([python, "-c", "import coverage"], capture_output=True).returncode != 0:
+        subprocess.run([python, "-m", "pip", "install", "-q", "coverage"], check=True)
+
+
+# ------------------------------------------------------------------ report
+
+def write_table(out: Path, rows, generated, a, seconds, load):
+    per = defaultdict(Counter)
+    for f, n in generated.items():
+        per[f]["generated"] = n
+    for r in rows:
+        c = per[r["file"]]
+        c["chosen"] += 1
+        c[r["status"]] += 1
+    total = Counter()
+    for c in per.values():
+        total.update(c)
+    scored = total["killed"] + total["survived"]
+    score = 100.0 * total["killed"] / scored if scored else 100.0
+    lines = [
+        f"# Mutation sweep ({'sample of ' + str(a.sample) + ', seed ' + str(a.seed) if a.sample else 'all mutants'})",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, {a.workers} workers, "
+        f"load average {load[0]:.1f} / {load[1]:.1f} at the start / the end; {seconds / 60:.1f} min in all.",
+        f"Score: {total['killed']}/{scored} killed ({score:.1f} %); "
+        f"{total['equivalent']} equivalent, {total['stillborn']} stillborn, {total['error']} errors.",
+        "",
+        "| file | generated | chosen | stillborn | equivalent | killed | survived | score |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for f in sorted(per):
+        c = per[f]
+        s = c["killed"] + c["survived"]
+        lines.append(f"| {f} | {c['generated']} | {c['chosen']} | {c['stillborn']} | {c['equivalent']} | "
+                     f"{c['killed']} | {c['survived']} | {100.0 * c['killed'] / s:.0f} % |" if s else
+                     f"| {f} | {c['generated']} | {c['chosen']} | {c['stillborn']} | {c['equivalent']} | "
+                     f"0 | 0 | - |")
+    lines += ["", "## Survivors and equivalent mutants", "",
+              "| mutant | line | change | status | reason |", "|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: r["id"]):
+        if r["status"] in ("survived", "equivalent", "error"):
+            change = f"`{r['original'][:60]}` → `{r['replacement'][:60]}`".replace("|", "\\|")
+            lines.append(f"| {r['id']} | {r['line']} | {change} | {r['status']} | "
+                         f"{(r.get('reason') or '').replace('|', '/')} |")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    return score
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sample", type=int, help="a random sample of this many mutants")
+    ap.add_argument("--seed", default="21", help="the sample's seed (any string)")
+    ap.add_argument("--only", nargs="+", metavar="ID", help="only these mutants")
+    ap.add_argument("--files", nargs="+", metavar="GLOB", help="only mutants of these files")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--list", action="store_true", help="list the mutants and stop")
+    ap.add_argument("--no-vllm", action="store_true", help="leave out the vLLM adapter's mutants")
+    ap.add_argument("--vllm-python", help="python of a venv with vLLM (default: venv-mq)")
+    ap.add_argument("--min-score", type=float, default=85.0)
+    ap.add_argument("--map", help="reuse this coverage map (JSON) instead of collecting one")
+    ap.add_argument("--out", default=str(ROOT / "results" / "mutation-sweep.md"))
+    ap.add_argument("--keep", action="store_true", help="keep the scratch trees")
+    a = ap.parse_args(argv)
+    def on_term(*_):
+        stop_running()
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        return sweep(a)
+    except (build.BuildError, RuntimeError) as e:
+        print(f"sweep: {e}", file=sys.stderr)
+        return 2
+    finally:
+        stop_running()
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def sweep(a):
+    t_start = time.monotonic()
+    load0 = os.getloadavg()
+    pythons = {"suite": sys.executable, "vllm": vllm_python(a.vllm_python)}
+    have_vllm = os.access(pythons["vllm"], os.X_OK) and not a.no_vllm
+    everything = generate_all(vllm=have_vllm)
+    generated = Counter(m.file for _, m in everything)
+    chosen = everything
+    if a.files:
+        chosen = [(i, m) for i, m in chosen if any(Path(m.file).match(g) for g in a.files)]
+    if a.only:
+        chosen = [(i, m) for i, m in chosen if i in a.only]
+        missing = set(a.only) - {i for i, _ in chosen}
+        if missing:
+            print(f"sweep: no mutant {sorted(missing)}", file=sys.stderr)
+            return 2
+    if a.sample and a.sample < len(chosen):
+        chosen = sorted(random.Random(a.seed).sample(chosen, a.sample), key=lambda x: x[0])
+    if not have_vllm and not a.no_vllm:
+        log(f"no vLLM venv at {pythons['vllm']}: the vLLM adapter's mutants are left out")
+    log(f"{len(everything)} mutants generated, {len(chosen)} chosen" +
+        (f" (seed {a.seed!r})" if a.sample else ""))
+    if a.list:
+        for i, m in chosen:
+            print(f"{i}  {m.line}: {m.original!r} -> {m.replacement!r}")
+        return 0
+    reasons = load_reasons()
+    tmp = Path(tempfile.mkdtemp(prefix="rdmaq-sweep-"))
+    rows = []
+    try:
+        base = tmp / "base"
+        base.mkdir()
+        scratch_copy(base)
+        if a.map:
+            cmap = json.loads(Path(a.map).read_text())
+        else:
+            need_vllm = have_vllm and any(Path(m.file).match(VLLM_PY) for _, m in chosen)
+            cmap = coverage_map(base, tmp, pythons, need_vllm, log)
+            cache = ROOT / "results" / "mutation-map.json"
+            cache.parent.mkdir(exist_ok=True)
+            cache.write_text(json.dumps(cmap))
+        texts = {f: (ROOT / f).read_text() for f in generated}
+        seconds = {t["nodeid"]: t["seconds"] for t in cmap["tests"]}
+        workers = []
+        with concurrent.futures.ThreadPoolExecutor(a.workers) as ex:
+            workers = list(ex.map(lambda k: Worker(k, base, tmp, pythons), range(a.workers)))
+        log(f"{a.workers} worker trees built")
+        free = list(workers)
+        killers = defaultdict(Counter)  # file -> test -> mutants it killed
+        lock = threading.Lock()
+        done = [0]
+
+        def one(item):
+            mid, m = item
+            if STOPPING.is_set():
+                raise SystemExit(143)
+            with lock:
+                w = free.pop()
+            try:
+                with lock:
+                    tests = tests_for(m, cmap, texts[m.file], killers)
+                limit = 60 + 3 * sum(seconds.get(t, 5.0) for t, _ in tests)
+                r = w.run(mid, m, tests, min(limit, 900))
+            finally:
+                with lock:
+                    free.append(w)
+            status = r["result"]
+            if status.startswith("killed"):
+                status = "killed"
+            why = reasons.get(mid, {})
+            if status == "survived" and why.get("equivalent"):
+                status = "equivalent"
+            row = {"id": mid, "file": m.file, "line": m.line, "rule": m.rule, "original": m.original,
+                   "replacement": m.replacement, "status": status, "result": r["result"],
+                   "seconds": round(w.last, 1), "tests": r.get("tests", 0),
+                   "evidence": r.get("evidence", ""), "reason": why.get("reason") or r.get("why", "")}
+            with lock:
+                done[0] += 1
+                n = done[0]
+                killer = re.match(r"(?:FAILED|ERROR) (.+?)(?: - .*)?$", row["evidence"])
+                if status == "killed" and killer:
+                    killers[m.file][killer.group(1)] += 1
+            log(f"{n:4d}/{len(chosen)} {r['result']:20s} {w.last:6.1f} s {r.get('tests', 0):4d} tests  {mid}")
+            return row
+
+        with concurrent.futures.ThreadPoolExecutor(a.workers) as ex:
+            rows = list(ex.map(one, chosen))
+    finally:
+        if a.keep:
+            log(f"scratch trees kept: {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    seconds = time.monotonic() - t_start
+    load = (load0[0], os.getloadavg()[0])
+    score = write_table(Path(a.out), rows, generated, a, seconds, load)
+    Path(a.out).with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    c = Counter(r["status"] for r in rows)
+    log(f"mutation score: {c['killed']}/{c['killed'] + c['survived']} killed ({score:.1f} %); "
+        f"{c['equivalent']} equivalent, {c['stillborn']} stillborn, {c['error']} errors; "
+        f"{seconds / 60:.1f} min; table in {a.out}")
+    unexplained = [r["id"] for r in rows if r["status"] == "survived" and not r["reason"]]
+    if unexplained:
+        log(f"{len(unexplained)} survivors without a reason in reasons.toml: " + ", ".join(unexplained[:10])
+            + (" ..." if len(unexplained) > 10 else ""))
+    if c["error"]:
+        return 2
+    return 0 if score >= a.min_score else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
