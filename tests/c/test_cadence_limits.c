@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The cadence predictor's arithmetic and every one of its limits at the
+ * boundary: the window's exact place and width, the shortest and longest
+ * interval it anticipates, how irregular a writer may be, when it is too
+ * late for a window, and the clamps of the nap lateness.  Made-up stamps,
+ * no clock (test_cadence.c has the behaviours; this file pins the numbers).
+ */
+#include "cadence.h"
+#include "check.h"
+
+#define US	     1000LL
+#define MS	     1000000LL
+#define OFFSET_CREEP 10 /* cadence.c: ns per message */
+#define BACKOFF_MIN  4U
+
+/* Messages stamped at t + iv[0], + iv[1], ... each seen `transit` later. */
+static int64_t feed_ivs(struct rdmaq_cadence *c, int64_t t, const int64_t *iv, int n,
+			int64_t transit)
+{
+	for (int i = 0; i < n; i++) {
+		t += iv[i];
+		rdmaq_cadence_observe(c, t, t + transit);
+	}
+	return t;
+}
+
+static int64_t feed(struct rdmaq_cadence *c, int64_t t, int n, int64_t iv, int64_t transit)
+{
+	for (int i = 0; i < n; i++) {
+		t += iv;
+		rdmaq_cadence_observe(c, t, t + transit);
+	}
+	return t;
+}
+
+static void test_the_window_of_a_steady_writer_exactly(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t, due;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 1000 * MS, 20, MS, 2 * US);
+	/* the fastest transit: kept by each message as fast, crept up by each
+	 * one that was not faster than the crept value (every other one here) */
+	CHECK(c.offset == 2 * US + OFFSET_CREEP);
+	CHECK(c.n == 19);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	due = t + c.offset + MS;
+	CHECK(w.spin_from == due - RDMAQ_CAD_GUARD_NS);
+	CHECK(w.spin_until == due + RDMAQ_CAD_GUARD_NS);
+	CHECK(w.sleep_until == w.spin_from); /* no lateness seen yet */
+}
+
+/* 20 intervals of `med`, one of `lo` and one of `hi`: the middle 80 % is steady. */
+static int64_t feed_spread(struct rdmaq_cadence *c, int64_t med, int64_t lo, int64_t hi)
+{
+	int64_t iv[22];
+
+	for (int i = 0; i < 22; i++)
+		iv[i] = med;
+	iv[3] = lo;
+	iv[17] = hi;
+	rdmaq_cadence_observe(c, 1000 * MS, 1000 * MS);
+	return feed_ivs(c, 1000 * MS, iv, 22, 0);
+}
+
+static void test_the_spin_budget_is_a_sixth_of_the_interval_up_to_1_ms(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed_spread(&c, 3 * MS, 1 * MS, 5 * MS); /* a window far wider than the budget */
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	CHECK(w.spin_until - w.spin_from == 3 * MS / RDMAQ_CAD_BUDGET_DIV);
+	CHECK(w.spin_from == t + c.offset + 1 * MS - (RDMAQ_CAD_GUARD_NS + (4 * MS) / 4));
+
+	rdmaq_cadence_init(&c);
+	t = feed_spread(&c, 12 * MS, 6 * MS, 18 * MS);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	CHECK(w.spin_until - w.spin_from == RDMAQ_CAD_MAX_SPIN_NS);
+}
+
+static void test_the_shortest_and_longest_intervals_anticipated(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 1000 * MS, 12, RDMAQ_CAD_MIN_IV_NS, 0);
+	CHECK(rdmaq_cadence_window(&c, t + 1 * US, &w));
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 1000 * MS, 12, RDMAQ_CAD_MIN_IV_NS - 1, 0);
+	CHECK(!rdmaq_cadence_window(&c, t + 1 * US, &w));
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 1000 * MS, 12, RDMAQ_CAD_MAX_IV_NS, 0);
+	CHECK(rdmaq_cadence_window(&c, t + 1 * US, &w));
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 1000 * MS, 12, RDMAQ_CAD_MAX_IV_NS + 1, 0);
+	CHECK(!rdmaq_cadence_window(&c, t + 1 * US, &w));
+}
+
+static void test_fewest_intervals_anticipated(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 1000 * MS, RDMAQ_CAD_MIN_SEEN, MS, 0); /* the first stamp is no interval */
+	CHECK(c.n == RDMAQ_CAD_MIN_SEEN - 1);
+	CHECK(!rdmaq_cadence_window(&c, t + 1 * US, &w));
+	t = feed(&c, t, 1, MS, 0);
+	CHECK(rdmaq_cadence_window(&c, t + 1 * US, &w));
+	/* the same stamp twice is no interval */
+	rdmaq_cadence_observe(&c, t, t);
+	CHECK(c.n == RDMAQ_CAD_MIN_SEEN);
+}
+
+/* Ten intervals of 1 ms, the longest `top`: the spread judged is iv[9] - iv[1]. */
+static bool window_with_top(int64_t top)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t iv[10] = { MS, MS, MS, MS, MS, MS, MS, MS, MS, top };
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	rdmaq_cadence_observe(&c, 1000 * MS, 1000 * MS);
+	t = feed_ivs(&c, 1000 * MS, iv, 10, 0);
+	return rdmaq_cadence_window(&c, t + 1 * US, &w);
+}
+
+static void test_how_irregular_a_writer_may_be(void)
+{
+	/* spread at most half the median */
+	CHECK(window_with_top(MS + MS / 2));
+	CHECK(!window_with_top(MS + MS / 2 + 1));
+}
+
+static void test_too_late_for_a_window_from_its_end(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w, w2;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 1000 * MS, 20, MS, 0);
+	CHECK(rdmaq_cadence_window(&c, t, &w));
+	CHECK(rdmaq_cadence_window(&c, w.spin_until - 1, &w2));
+	CHECK(w2.spin_until == w.spin_until);
+	CHECK(!rdmaq_cadence_window(&c, w.spin_until, &w2));
+}
+
+static void test_nap_lateness_is_averaged_and_clamped(void)
+{
+	struct rdmaq_cadence c;
+
+	rdmaq_cadence_init(&c);
+	rdmaq_cadence_napped(&c, 0, 80 * US);
+	CHECK(c.late == 10 * US && c.late_dev == 10 * US); /* an eighth of each */
+	CHECK(rdmaq_cadence_margin(&c) == 40 * US);	   /* late + 3 deviations */
+
+	rdmaq_cadence_init(&c);
+	rdmaq_cadence_napped(&c, MS, 0); /* early: not late at all */
+	CHECK(c.late == 0 && c.late_dev == 0);
+
+	rdmaq_cadence_init(&c);
+	for (int i = 0; i < 300; i++)
+		rdmaq_cadence_napped(&c, 0, 50 * MS); /* very late: counted as the maximum */
+	CHECK(c.late <= RDMAQ_CAD_MAX_LATE_NS && c.late > RDMAQ_CAD_MAX_LATE_NS - 8);
+}
+
+static void test_a_preemption_skips_the_back_off_and_doubles_it(void)
+{
+	struct rdmaq_cadence c;
+	unsigned int i;
+
+	rdmaq_cadence_init(&c);
+	CHECK(c.backoff == BACKOFF_MIN && c.skip == 0);
+	rdmaq_cadence_preempted(&c);
+	CHECK(c.skip == BACKOFF_MIN && c.backoff == 2 * BACKOFF_MIN && c.clean == 0);
+	/* RDMAQ_CAD_CLEAN_RUN clean windows halve it, not one fewer */
+	for (i = 1; i < RDMAQ_CAD_CLEAN_RUN; i++)
+		rdmaq_cadence_clean(&c);
+	CHECK(c.backoff == 2 * BACKOFF_MIN);
+	rdmaq_cadence_clean(&c);
+	CHECK(c.backoff == BACKOFF_MIN && c.clean == 0);
+}
+
+int main(void)
+{
+	test_the_window_of_a_steady_writer_exactly();
+	test_the_spin_budget_is_a_sixth_of_the_interval_up_to_1_ms();
+	test_the_shortest_and_longest_intervals_anticipated();
+	test_fewest_intervals_anticipated();
+	test_how_irregular_a_writer_may_be();
+	test_too_late_for_a_window_from_its_end();
+	test_nap_lateness_is_averaged_and_clamped();
+	test_a_preemption_skips_the_back_off_and_doubles_it();
+	return check_report("cadence_limits");
+}
