@@ -12,8 +12,10 @@
 #   vllm      vLLM's own MessageQueue tests against rdmaq + a TP=2 serve
 #   bench     benchmark harness smoke test (benchmarks disabled)
 #   lint      ruff + mypy over the Python, clang-format over the C (tests/lint)
-#   mutation  the CI subset of tests/mutation/mutants.toml (needs the vllm
-#             tier's venv); all of them: tests/mutation/run.py
+#   mutation  a seeded random sample of the mutants tests/mutation/sweep.py
+#             generates over csrc/ and rdmaq/, each against the tests that run
+#             its line (the vLLM adapter's with the vllm tier's venv, if built);
+#             the full sweep: tests/mutation/sweep.py (docs/testing.md)
 # Usage: tests/run_all.sh [TIER...]   (default: all of them, in this order)
 # Every pytest run prints its skip reasons (-rs).  Disk and time: README.md.
 # RDMAQ_REQUIRE_ALL=1 (the default here): a test skipped for a missing
@@ -75,8 +77,11 @@ run_tier() {
 		RDMAQ_VENV=$VENV bash tests/bench/ci.sh ;;
 	lint)	stage "lint: ruff, mypy, clang-format"
 		RDMAQ_VENV=$VENV bash tests/lint/python.sh && bash tests/lint/clang-format.sh ;;
-	mutation) stage "mutation tier (CI subset)"
-		"$VENV/bin/python" tests/mutation/run.py --ci ;;
+	mutation) stage "mutation tier (a seeded sample of generated mutants)"
+		# seeded by the commit: each commit a fresh sample, the same one on a re-run
+		"$VENV/bin/pip" install -q coverage &&
+			"$VENV/bin/python" tests/mutation/sweep.py --sample "${RDMAQ_MUTANTS:-32}" --min-scored 30 \
+				--seed "$(git rev-parse --short HEAD 2>/dev/null || echo 21)" ;;
 	*)	echo "unknown tier $tier"; return 2 ;;
 	esac
 	rc=$?

@@ -68,6 +68,7 @@ PY_OUT = (
     "rdmaq/transport/verbs/*",  # the SoftRoCE VM
     "rdmaq/_build.py",  # runs when the extension is built, not when the tests run
     "rdmaq/vllm/plugin.py",  # its tests need vLLM's full CPU build (the vllm tier's venv-cpu)
+    "rdmaq/softroce.py",  # loads rdma_rxe and configures a netdev: the SoftRoCE VM
 )
 VLLM_PY = "rdmaq/vllm/*"  # tested in the vllm tier's venv-mq
 
@@ -256,7 +257,8 @@ def tests_for(m, cmap, source_text, killers=None):
     idx = set()
     for ln in range(first, last + 1):
         idx.update(by_line.get(str(ln), []))
-    tests = [cmap["tests"][i] for i in idx if cmap["tests"][i]["outcome"] == "passed"]
+    tests = [cmap["tests"][i] for i in idx
+             if cmap["tests"][i]["outcome"] == "passed" and cmap["tests"][i]["nodeid"] not in FLAKY]
     universe = "vllm" if Path(m.file).match(VLLM_PY) and any(t["python"] == "vllm" for t in tests) \
         else "suite"
     tests = [t for t in tests if t["python"] == universe]
@@ -322,6 +324,41 @@ def ensure_coverage(python):
 
 # ------------------------------------------------------------------ report
 
+def killer_of(row):
+    m = re.match(r"(?:FAILED|ERROR) (.+?)(?: - .*)?$", row.get("evidence", ""))
+    return m.group(1) if m else None
+
+
+def recheck_killers(rows, w, times, cmap, texts, by_id, one):
+    """Each test that killed a mutant, run ``times`` times on the unmutated tree:
+    a kill by a test that fails there too proves nothing, so those mutants run
+    again with that test left out."""
+    killers = sorted({k for r in rows if r["status"] == "killed" for k in [killer_of(r)] if k})
+    python = w.pythons["suite"]
+    flaky = set()
+    for _ in range(times):
+        outcome, _, first = run_pytest(w.tree, python, [k for k in killers if k not in flaky], 1800,
+                                       w.dir / "tmp")
+        while outcome == "fail" and first:  # -x: the first failure; go on without it
+            bad = killer_of({"evidence": first})
+            if not bad or bad in flaky:
+                break
+            flaky.add(bad)
+            log(f"recheck: {bad} fails on the unmutated tree")
+            outcome, _, first = run_pytest(w.tree, python, [k for k in killers if k not in flaky], 1800,
+                                           w.dir / "tmp")
+    log(f"recheck: {len(killers)} killing tests run {times} times unmutated, {len(flaky)} failed there")
+    if not flaky:
+        return rows
+    FLAKY.update(flaky)
+    again = [r["id"] for r in rows if r["status"] == "killed" and killer_of(r) in flaky]
+    redone = {r["id"]: r for r in map(one, [(i, by_id[i]) for i in again])}
+    return [redone.get(r["id"], r) for r in rows]
+
+
+FLAKY: set[str] = set()  # tests left out of every selection (see recheck_killers)
+
+
 def write_table(out: Path, rows, generated, a, seconds, load):
     per = defaultdict(Counter)
     for f, n in generated.items():
@@ -336,7 +373,8 @@ def write_table(out: Path, rows, generated, a, seconds, load):
     scored = total["killed"] + total["survived"]
     score = 100.0 * total["killed"] / scored if scored else 100.0
     lines = [
-        f"# Mutation sweep ({'sample of ' + str(a.sample) + ', seed ' + str(a.seed) if a.sample else 'all mutants'})",
+        f"# Mutation sweep ({'sample of ' + str(a.sample) + ', seed ' + str(a.seed) if a.sample else 'all mutants'}"
+        f"{'; the survivors of ' + Path(a.rerun).name + ' run again' if a.rerun else ''})",
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, {a.workers} workers, "
         f"load average {load[0]:.1f} / {load[1]:.1f} at the start / the end; {seconds / 60:.1f} min in all.",
@@ -376,9 +414,18 @@ def main(argv=None):
     ap.add_argument("--no-vllm", action="store_true", help="leave out the vLLM adapter's mutants")
     ap.add_argument("--vllm-python", help="python of a venv with vLLM (default: venv-mq)")
     ap.add_argument("--min-score", type=float, default=85.0)
+    ap.add_argument("--min-scored", type=int, default=0, metavar="K",
+                    help="with --sample: draw more (from the same seed) until K mutants count in the "
+                         "score (neither stillborn nor equivalent)")
     ap.add_argument("--map", help="reuse this coverage map (JSON) instead of collecting one")
     ap.add_argument("--out", default=str(ROOT / "results" / "mutation-sweep.md"))
     ap.add_argument("--keep", action="store_true", help="keep the scratch trees")
+    ap.add_argument("--recheck", type=int, default=0, metavar="N",
+                    help="then run each test that killed a mutant N times on the unmutated tree: "
+                         "one that fails there (a flaky test) is reported, its kills re-run without it")
+    ap.add_argument("--rerun", metavar="JSON",
+                    help="the mutants of an earlier sweep (its .json): run again those that survived "
+                         "(or failed to run), keep the others' results")
     a = ap.parse_args(argv)
     def on_term(*_):
         stop_running()
@@ -416,6 +463,14 @@ def sweep(a):
             return 2
     if a.sample and a.sample < len(chosen):
         chosen = sorted(random.Random(a.seed).sample(chosen, a.sample), key=lambda x: x[0])
+    kept_rows = []
+    if a.rerun:
+        prev = {r["id"]: r for r in json.loads(Path(a.rerun).read_text())}
+        chosen = [(i, m) for i, m in everything if i in prev]
+        kept_rows = [prev[i] for i, _ in chosen if prev[i]["status"] not in ("survived", "error")]
+        chosen = [(i, m) for i, m in chosen if prev[i]["status"] in ("survived", "error")]
+        log(f"{len(prev)} mutants in {a.rerun}: {len(kept_rows)} results kept, "
+            f"{len(prev) - len(kept_rows) - len(chosen)} no longer generated (out of scope or changed)")
     if not have_vllm and not a.no_vllm:
         log(f"no vLLM venv at {pythons['vllm']}: the vLLM adapter's mutants are left out")
     log(f"{len(everything)} mutants generated, {len(chosen)} chosen" +
@@ -477,14 +532,26 @@ def sweep(a):
             with lock:
                 done[0] += 1
                 n = done[0]
-                killer = re.match(r"(?:FAILED|ERROR) (.+?)(?: - .*)?$", row["evidence"])
+                killer = killer_of(row)
                 if status == "killed" and killer:
-                    killers[m.file][killer.group(1)] += 1
+                    killers[m.file][killer] += 1
             log(f"{n:4d}/{len(chosen)} {r['result']:20s} {w.last:6.1f} s {r.get('tests', 0):4d} tests  {mid}")
             return row
 
         with concurrent.futures.ThreadPoolExecutor(a.workers) as ex:
             rows = list(ex.map(one, chosen))
+            rest = [x for x in everything if x[0] not in {i for i, _ in chosen}]
+            more = random.Random(f"{a.seed}+").sample(rest, len(rest)) if a.sample else []
+            while a.min_scored and more:
+                scored = sum(r["status"] in ("killed", "survived") for r in rows)
+                if scored >= a.min_scored:
+                    break
+                extra, more = more[:a.min_scored - scored], more[a.min_scored - scored:]
+                log(f"{scored} mutants scored: {len(extra)} more drawn")
+                chosen += extra
+                rows += list(ex.map(one, extra))
+        if a.recheck:
+            rows = recheck_killers(rows, workers[0], a.recheck, cmap, texts, dict(chosen), one)
     finally:
         if a.keep:
             log(f"scratch trees kept: {tmp}")
@@ -492,6 +559,13 @@ def sweep(a):
             shutil.rmtree(tmp, ignore_errors=True)
     seconds = time.monotonic() - t_start
     load = (load0[0], os.getloadavg()[0])
+    rows = sorted(kept_rows + rows, key=lambda r: r["id"])
+    for r in rows:  # reasons written since
+        why = reasons.get(r["id"], {})
+        if r["status"] == "survived" and why.get("equivalent"):
+            r["status"] = "equivalent"
+        if why.get("reason"):
+            r["reason"] = why["reason"]
     score = write_table(Path(a.out), rows, generated, a, seconds, load)
     Path(a.out).with_suffix(".json").write_text(json.dumps(rows, indent=1))
     c = Counter(r["status"] for r in rows)

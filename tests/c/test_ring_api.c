@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The public C API's contract where the Python layer never goes: calls in
+ * the wrong order or on a closed endpoint, a buffer too small or of the
+ * wrong size, each configuration limit at its boundary, the counters.
+ * One thread, the shm transport, a writer and its reader in one process.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "check.h"
+#include "rdmaq_shm.h"
+
+#define SEC 1000000000LL
+
+static const struct rdmaq_config base = {
+	.n_readers = 1,
+	.slot_bytes = 1024,
+	.slots = 8,
+	.max_message = 1 << 20,
+	.spin_ns = 0,
+};
+
+static int pair(struct rdmaq_writer **w, struct rdmaq_reader **r)
+{
+	if (rdmaq_shm_writer_create(w, &base))
+		return -1;
+	if (rdmaq_shm_reader_attach(r, rdmaq_shm_writer_name(*w), 0, 0))
+		return -1;
+	CHECK(rdmaq_writer_wait_ready(*w, SEC) == 0);
+	CHECK(rdmaq_reader_wait_ready(*r, SEC) == 0);
+	return 0;
+}
+
+static int put(struct rdmaq_writer *w, const void *data, size_t len)
+{
+	struct rdmaq_iovec iov = { .base = data, .len = len };
+
+	return rdmaq_writer_put(w, &iov, 1, SEC);
+}
+
+static bool says(const char *what)
+{
+	return strstr(rdmaq_errmsg(), what) != NULL;
+}
+
+static void test_calls_on_closed_endpoints(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	uint64_t len;
+	char buf[8];
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	CHECK(rdmaq_reader_close(r) == 0);
+	CHECK(rdmaq_reader_close(r) == 0); /* twice: nothing more */
+	CHECK(rdmaq_reader_peek(r, &len, 0) == -EBADF && says("reader is closed"));
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 0) == -EBADF);
+	CHECK(rdmaq_reader_wait_ready(r, 0) == -EBADF);
+	CHECK(rdmaq_reader_nap(r, 0) == -EBADF);
+	CHECK(rdmaq_writer_close(w) == 0);
+	CHECK(rdmaq_writer_close(w) == 0);
+	CHECK(put(w, "x", 1) == -EBADF && says("writer is closed"));
+	rdmaq_reader_destroy(r);
+	rdmaq_writer_destroy(w);
+	rdmaq_reader_destroy(NULL);
+	rdmaq_writer_destroy(NULL);
+}
+
+static void test_calls_out_of_order(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_iovec iov = { .base = "abc", .len = 3 };
+	uint64_t len = 0;
+	char buf[16];
+
+	CHECK(rdmaq_shm_writer_create(&w, &base) == 0);
+	CHECK(put(w, "x", 1) == -ENOTCONN && says("call wait_ready() first"));
+	CHECK(rdmaq_shm_reader_attach(&r, rdmaq_shm_writer_name(w), 0, 0) == 0);
+	CHECK(rdmaq_writer_wait_ready(w, SEC) == 0);
+	CHECK(rdmaq_writer_wait_ready(w, 0) == 0); /* ready already */
+	CHECK(rdmaq_writer_put(w, &iov, -1, SEC) == -EINVAL && says("negative iovcnt"));
+	CHECK(rdmaq_writer_resume(w, &iov, 1, SEC) == -EINVAL && says("nothing to resume"));
+	CHECK(rdmaq_reader_read(r, buf, 3, 0) == -EINVAL && says("call peek first"));
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	CHECK(rdmaq_reader_peek(r, &len, SEC) == 0 && len == 3);
+	CHECK(rdmaq_reader_peek(r, &len, SEC) == 0 && len == 3); /* the same message */
+	CHECK(rdmaq_reader_read(r, buf, 4, 0) == -EINVAL &&
+	      says("buffer of 4 bytes for a 3-byte message"));
+	CHECK(rdmaq_reader_read(r, buf, 3, 0) == 0 && memcmp(buf, "abc", 3) == 0);
+	rdmaq_reader_close(r);
+	rdmaq_reader_destroy(r);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
+static void test_recv_into_a_buffer_too_small(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	char buf[64];
+	uint64_t len = 0;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	CHECK(put(w, "0123456789", 10) == 0);
+	CHECK(rdmaq_reader_recv(r, buf, 9, &len, SEC) == -ENOBUFS && len == 10);
+	CHECK(rdmaq_reader_recv(r, buf, 10, &len, SEC) == 0 && len == 10);
+	CHECK(memcmp(buf, "0123456789", 10) == 0);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 0) == -ETIMEDOUT);
+	rdmaq_reader_close(r);
+	rdmaq_reader_destroy(r);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
+static void test_the_counters(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_stats ws, rs;
+	char buf[3000];
+	uint64_t len;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	memset(buf, 7, sizeof(buf));
+	CHECK(put(w, buf, 10) == 0);
+	CHECK(put(w, buf, 3000) == 0); /* four records */
+	CHECK(put(w, buf, 0) == 0);    /* an empty message is one record */
+	for (int i = 0; i < 3; i++)
+		CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0);
+	rdmaq_writer_stats(w, &ws);
+	rdmaq_reader_stats(r, &rs);
+	CHECK(ws.messages == 3 && ws.bytes == 3010);
+	CHECK(rs.messages == 3 && rs.bytes == 3010);
+	CHECK(rs.credits == 6); /* one per record */
+	CHECK(ws.credits == 0); /* never short of room */
+	rdmaq_reader_close(r);
+	rdmaq_reader_destroy(r);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
+/* A writer with one field of the base configuration changed: 0 or -EINVAL. */
+static int create_with(struct rdmaq_config cfg)
+{
+	struct rdmaq_writer *w;
+	int ret = rdmaq_shm_writer_create(&w, &cfg);
+
+	if (!ret)
+		rdmaq_writer_destroy(w);
+	return ret;
+}
+
+static void test_each_limit_at_its_boundary(void)
+{
+	struct rdmaq_config c;
+
+	c = base, c.n_readers = 256;
+	CHECK(create_with(c) == 0);
+	c = base, c.n_readers = 257;
+	CHECK(create_with(c) == -EINVAL && says("n_readers must be in 1..256, got 257"));
+	c = base, c.n_readers = 0;
+	CHECK(create_with(c) == -EINVAL);
+	c = base, c.slot_bytes = 128;
+	CHECK(create_with(c) == 0);
+	c = base, c.slot_bytes = 64;
+	CHECK(create_with(c) == -EINVAL && says("at least 128, got 64"));
+	c = base, c.slot_bytes = 1088;
+	CHECK(create_with(c) == 0);
+	c = base, c.slot_bytes = 1087;
+	CHECK(create_with(c) == -EINVAL && says("a multiple of 64"));
+	c = base, c.slots = 2;
+	CHECK(create_with(c) == 0);
+	c = base, c.slots = 1;
+	CHECK(create_with(c) == -EINVAL && says("slots must be at least 2, got 1"));
+	c = base, c.max_message = 1;
+	CHECK(create_with(c) == 0);
+	c = base, c.max_message = 0;
+	CHECK(create_with(c) == -EINVAL && says("max_message must be at least 1"));
+	c = base, c.slot_bytes = 1 << 20, c.slots = (1 << 14) + 1;
+	CHECK(create_with(c) == -EINVAL && says("larger than 16 GiB"));
+}
+
+static void test_a_message_of_exactly_max_message_and_one_more(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_config cfg = base;
+	char buf[100] = { 0 };
+	uint64_t len;
+
+	cfg.max_message = 100;
+	CHECK(rdmaq_shm_writer_create(&w, &cfg) == 0);
+	CHECK(rdmaq_shm_reader_attach(&r, rdmaq_shm_writer_name(w), 0, 0) == 0);
+	CHECK(rdmaq_writer_wait_ready(w, SEC) == 0);
+	CHECK(put(w, buf, 100) == 0);
+	CHECK(put(w, buf, 101) == -EMSGSIZE &&
+	      says("message of 101 bytes exceeds max_message_bytes=100"));
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 100);
+	rdmaq_reader_close(r);
+	rdmaq_reader_destroy(r);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
+int main(void)
+{
+	test_calls_on_closed_endpoints();
+	test_calls_out_of_order();
+	test_recv_into_a_buffer_too_small();
+	test_the_counters();
+	test_each_limit_at_its_boundary();
+	test_a_message_of_exactly_max_message_and_one_more();
+	return check_report("ring_api");
+}
