@@ -1,0 +1,100 @@
+"""The documented defaults (README's API table) and the waiting options' environment
+variables (RDMAQ_SPIN_US, RDMAQ_SLICE_US, RDMAQ_ANTICIPATE, RDMAQ_RESTORE_SLICE),
+read when an endpoint is created; an argument given wins over its variable."""
+import os
+import struct
+
+import pytest
+
+import rdmaq
+from children import TIMEOUT
+from rdmaq._rdmaq import lib
+
+SHM = "/dev/shm"
+HDR = struct.Struct("<IIIIIiQQQQ")  # csrc/shm.c's segment header
+
+
+def _slices_honoured():
+    return lib.rdmaq_sched_slice_probe(100_000) == 1  # also settles the process's answer
+
+
+def _geometry(w):
+    with open(os.path.join(SHM, w.handle.info.name), "rb") as f:
+        _, _, n, slot_bytes, slots, _, max_message, *_ = HDR.unpack(f.read(HDR.size))
+    return n, slot_bytes, slots, max_message
+
+
+def test_a_writer_s_defaults():
+    with rdmaq.Writer(3, transport="shm") as w:
+        assert _geometry(w) == (3, 65536, 64, 1 << 30)
+        assert w.max_message_bytes == 1 << 30 and w.n_readers == 3
+    with rdmaq.Writer(1) as w:
+        assert w.transport == "shm"  # auto, without an RDMA port
+
+
+def test_a_reader_asks_for_a_100_us_slice_by_default(monkeypatch):
+    for var in ("RDMAQ_SLICE_US", "RDMAQ_SPIN_US", "RDMAQ_ANTICIPATE", "RDMAQ_RESTORE_SLICE"):
+        monkeypatch.delenv(var, raising=False)
+    honoured = _slices_honoured()
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        assert r.stats["slice_ns"] == (100_000 if honoured else 0)
+        assert w.stats["slice_ns"] == (100_000 if honoured else 0)
+        r.close()
+
+
+@pytest.mark.parametrize("value, slice_ns", [("200", 200_000), ("100000", 100_000_000), ("0", 0), ("", 100_000)])
+def test_rdmaq_slice_us(monkeypatch, value, slice_ns):
+    monkeypatch.setenv("RDMAQ_SLICE_US", value)
+    honoured = _slices_honoured()
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        assert r.stats["slice_ns"] == (slice_ns if honoured else 0)
+        r.close()
+    with rdmaq.Writer(1, transport="shm", slice_us=300) as w:  # the argument wins
+        r = rdmaq.Reader(w.handle, 0, slice_us=400)
+        assert (w.stats["slice_ns"], r.stats["slice_ns"]) == ((300_000, 400_000) if honoured else (0, 0))
+        r.close()
+
+
+@pytest.mark.parametrize("var, value, match", [
+    ("RDMAQ_SLICE_US", "99", "slice_us must be 0 .off. or 100..100000, got 99"),
+    ("RDMAQ_SLICE_US", "100001", "slice_us must be in 0..100000, got 100001"),
+    ("RDMAQ_SPIN_US", "1000001", "spin_us must be in 0..1000000, got 1000001"),
+    ("RDMAQ_SPIN_US", "fast", "environment variable RDMAQ_SPIN_US must be an integer, got 'fast'"),
+    ("RDMAQ_ANTICIPATE", "yes", "environment variable RDMAQ_ANTICIPATE must be an integer, got 'yes'"),
+])
+def test_a_bad_variable_is_refused_naming_it(monkeypatch, var, value, match):
+    with rdmaq.Writer(1, transport="shm") as w:
+        monkeypatch.setenv(var, value)
+        with pytest.raises(ValueError, match=match):
+            rdmaq.Reader(w.handle, 0)
+        if var != "RDMAQ_ANTICIPATE":  # a reader's option only
+            with pytest.raises(ValueError, match=match):
+                rdmaq.Writer(1, transport="shm")
+
+
+def test_rdmaq_spin_us_0_never_spins(monkeypatch):
+    monkeypatch.setenv("RDMAQ_SPIN_US", "0")
+    monkeypatch.setenv("RDMAQ_ANTICIPATE", "0")
+    with rdmaq.Writer(1, transport="shm", slot_bytes=1024, slots=2) as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+        for _ in range(3):
+            with pytest.raises(TimeoutError):
+                r.get(timeout=0.02)  # waits, and blocks at once
+        for i in range(2):
+            w.put(b"%d" % i, timeout=TIMEOUT)
+        with pytest.raises(TimeoutError):
+            w.put(b"full", timeout=0.02)
+        assert r.stats["spins"] == 0 and r.stats["sleeps"] >= 3
+        assert w.stats["spins"] == 0 and w.stats["sleeps"] >= 1
+        r.close()
+
+
+def test_rdmaq_restore_slice_1_gives_the_thread_its_slice_back(monkeypatch):
+    monkeypatch.setenv("RDMAQ_RESTORE_SLICE", "1")
+    from test_waiting import _blocked_get_then_slice
+    before, after, stats = _blocked_get_then_slice()
+    assert stats["sleeps"] >= 1
+    assert after == before != 100_000
