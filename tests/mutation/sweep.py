@@ -180,8 +180,10 @@ def run_pytest(tree: Path, python: str, nodeids, limit, basetemp: Path):
         return "timeout", secs, f"limit of {limit:.0f} s reached"
     if p.returncode == 0:
         return "pass", secs, ""
-    if p.returncode in (4, 5) or not failed and "error" in out.lower() and p.returncode != 1:
+    if p.returncode in (4, 5):  # usage error, no tests collected: the run's fault, not the mutant's
         return "broken", secs, out[-800:]
+    if p.returncode < 0 or "Fatal Python error" in out:
+        return "fail", secs, f"crash (exit {p.returncode}): " + (failed[0] if failed else out.strip()[-120:])
     return "fail", secs, (failed[0] if failed else out.strip().splitlines()[-1] if out.strip() else "")
 
 
