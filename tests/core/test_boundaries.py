@@ -301,3 +301,29 @@ def test_the_core_s_slice_range(slice_ns, ok):
 @pytest.mark.parametrize("slot_bytes", [128, 192, 1024, 65536])
 def test_a_slot_carries_its_size_less_40_bytes(slot_bytes):
     assert lib.rdmaq_slot_payload(slot_bytes) == slot_bytes - 40
+
+
+def test_an_abort_record_before_any_message_is_skipped(ring):
+    """The writer gave up on a message this reader never started."""
+    ring.forge(1, b"", flags=ABORT)
+    ring.forge(2, b"the next one")
+    assert ring.r.get(timeout=TIMEOUT) == b"the next one"
+
+
+def test_a_get_that_times_out_mid_message_resumes_it(ring):
+    first = bytes(range(200)) * 4 + bytes(ring.payload - 800)
+    ring.forge(1, first, msg_len=ring.payload + 10, flags=FIRST)
+    with pytest.raises(TimeoutError):
+        ring.r.get(timeout=0.2)  # has the first record, waits for the second
+    ring.forge(2, b"0123456789", msg_len=ring.payload + 10, flags=LAST)
+    assert ring.r.get(timeout=TIMEOUT) == first + b"0123456789"
+
+
+def test_a_writer_that_closes_mid_message_delivers_no_half(ring):
+    ring.forge(1, bytes(ring.payload), msg_len=ring.payload + 10, flags=FIRST)
+    with pytest.raises(TimeoutError):
+        ring.r.get(timeout=0.2)
+    ring.w.close()  # closed_seq: the first record never sent (2)
+    for _ in range(2):
+        with pytest.raises(rdmaq.PeerClosedError):
+            ring.r.get(timeout=TIMEOUT)
