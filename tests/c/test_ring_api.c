@@ -214,6 +214,26 @@ static void test_a_message_of_exactly_max_message_and_one_more(void)
 	rdmaq_writer_destroy(w);
 }
 
+static void test_only_an_interrupted_put_resumes(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char big[8 * 1024];
+	struct rdmaq_iovec iov = { .base = big, .len = sizeof(big) };
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	/* longer than the ring: streams, and times out with part of it sent */
+	CHECK(rdmaq_writer_put(w, &iov, 1, 1000000) == -ETIMEDOUT);
+	CHECK(rdmaq_writer_resume(w, &iov, 1, 0) == -EINVAL && says("nothing to resume"));
+	rdmaq_reader_close(r);
+	rdmaq_reader_destroy(r);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
 int main(void)
 {
 	test_calls_on_closed_endpoints();
@@ -222,5 +242,6 @@ int main(void)
 	test_the_counters();
 	test_each_limit_at_its_boundary();
 	test_a_message_of_exactly_max_message_and_one_more();
+	test_only_an_interrupted_put_resumes();
 	return check_report("ring_api");
 }

@@ -31,6 +31,7 @@ when the run is broken (a failing build, no coverage map).
 from __future__ import annotations
 
 import argparse
+import ast
 import concurrent.futures
 import hashlib
 import json
@@ -250,6 +251,34 @@ class Worker:
 
 # ------------------------------------------------------------------ selection
 
+_STARTS: dict[str, dict[int, int]] = {}
+
+
+def statement_start(rel, text, line):
+    """The first line of the statement that ``line`` belongs to (gcov and coverage.py
+    count a statement over several lines on one of them, mostly the first)."""
+    if rel.endswith(".py"):
+        if rel not in _STARTS:
+            starts = {}
+            for node in ast.walk(ast.parse(text)):  # outer first: inner statements overwrite
+                if isinstance(node, ast.stmt):
+                    body = getattr(node, "body", None)
+                    end = body[0].lineno - 1 if isinstance(body, list) and body else node.end_lineno
+                    for ln in range(node.lineno, end + 1):
+                        starts[ln] = node.lineno
+            _STARTS[rel] = starts
+        return _STARTS[rel].get(line, line)
+    lines = text.splitlines()
+    ln = line
+    while ln > 1 and line - ln < 8:
+        above = re.sub(r"/\*.*?\*/|//.*$", "", lines[ln - 2]).strip()
+        if not above or above.endswith((";", "}")) or above.endswith("{") and not above.endswith("){") \
+                and not above.endswith("= {") and ")" in above or above in ("{",) or above.startswith("#"):
+            break
+        ln -= 1
+    return ln
+
+
 def tests_for(m, cmap, source_text, killers=None):
     """Node ids of the tests that ran the mutant's lines, one universe: first those
     that killed other mutants of the file (most kills first), then fastest first."""
@@ -259,6 +288,10 @@ def tests_for(m, cmap, source_text, killers=None):
     idx = set()
     for ln in range(first, last + 1):
         idx.update(by_line.get(str(ln), []))
+    if not idx:  # a line of a statement that starts above it: its count is on the first line
+        start = statement_start(m.file, source_text, first)
+        for ln in range(start, first):
+            idx.update(by_line.get(str(ln), []))
     tests = [cmap["tests"][i] for i in idx
              if cmap["tests"][i]["outcome"] == "passed" and cmap["tests"][i]["nodeid"] not in FLAKY]
     universe = "vllm" if Path(m.file).match(VLLM_PY) and any(t["python"] == "vllm" for t in tests) \
