@@ -1,0 +1,204 @@
+"""`rdmaq doctor`'s advice and report for machines this one is not: made-up reports
+(devices, ports, GIDs, limits, a VM) through doctor.advice() and doctor.render().
+The VM runs doctor against real rxe devices (tests/verbs/test_doctor.py)."""
+import copy
+
+import pytest
+
+from rdmaq import doctor
+
+IPV4_GID = "0000:0000:0000:0000:0000:ffff:c000:0201"
+
+
+def _port(state="ACTIVE", link="Ethernet", gids=None, mtu=None):
+    p = {"port": 1, "state": state, "link_layer": link,
+         "gids": gids if gids is not None else [{"index": 1, "gid": IPV4_GID, "type": "RoCE v2",
+                                                 "netdev": "veth0"}]}
+    if mtu:
+        p["active_mtu"] = mtu
+    return p
+
+
+BASE = {
+    "kernel_rdma": True, "source": "sysfs", "notes": [], "pyverbs": "ok",
+    "devices": [{"name": "rxe0", "ports": [_port()]}],
+    "memlock": {"soft": "unlimited", "hard": "unlimited", "ok": True},
+    "rxe": {"kernel": "6.12.0", "loaded": True, "module_file": None},
+    "transports": {"shm": {"usable": True, "why": None},
+                   "verbs": {"usable": True, "why": None, "active_ports": [("rxe0", 1)]}},
+    "scheduler": {"short_slice": True, "short_slice_why": None, "hz": "1000", "cpuidle_driver": None,
+                  "guest_halt_poll_ns": None, "vm": False, "cpus": 2, "runnable_now": 1},
+}
+
+
+def report(**changes):
+    rep = copy.deepcopy(BASE)
+    for key, value in changes.items():
+        section, _, field = key.partition("__")
+        if field:
+            rep[section][field] = value
+        else:
+            rep[section] = value
+    return rep
+
+
+def advice(**changes):
+    return [a for a in doctor.advice(report(**changes)) if "SCHED_IDLE" not in a and "verbs extension" not in a
+            and "For the verbs transport" not in a]
+
+
+def test_a_working_rdma_machine_needs_no_advice():
+    assert advice() == []
+    assert any("SCHED_IDLE" in a for a in doctor.advice(report()))  # said to everybody, last
+    assert "SCHED_IDLE" in doctor.advice(report())[-1]
+
+
+def test_no_kernel_support():
+    a, = advice(kernel_rdma=False, devices=[])
+    assert a.startswith("This kernel has no RDMA support") and "transport='shm'" in a
+
+
+@pytest.mark.parametrize("loaded, module_file, says", [
+    (True, None, "create a SoftRoCE one with `rdmaq softroce up --netdev IF`"),
+    (False, "/lib/modules/x/rdma_rxe.ko", "create a SoftRoCE one"),
+    (False, None, "no rdma_rxe module for this kernel"),
+])
+def test_no_device_yet(loaded, module_file, says):
+    a, = advice(devices=[], rxe__loaded=loaded, rxe__module_file=module_file,
+                transports__verbs={"usable": False, "why": "x", "active_ports": []})
+    assert says in a
+
+
+def test_devices_without_an_active_port():
+    a, = advice(devices=[{"name": "rxe0", "ports": [_port(state="DOWN")]}],
+                transports__verbs={"usable": False, "why": "x", "active_ports": []})
+    assert a.startswith("RDMA devices exist but no port is ACTIVE")
+
+
+@pytest.mark.parametrize("gids", [
+    [],
+    [{"index": 0, "gid": "fe80:0000:0000:0000:7482:6dff:fe7a:e337", "type": "RoCE v2"}],  # not IPv4
+    [{"index": 1, "gid": IPV4_GID, "type": "RoCE v1"}],  # IPv4, not v2
+])
+def test_an_active_ethernet_port_without_a_rocev2_ipv4_gid(gids):
+    a, = advice(devices=[{"name": "rxe0", "ports": [_port(gids=gids)]}])
+    assert a == ("rxe0 port 1 has no RoCEv2 IPv4 GID: give its netdev an IPv4 address, or pass "
+                 "gid_index= / RDMAQ_GID_INDEX")
+
+
+def test_an_infiniband_or_down_port_needs_no_gid_advice():
+    assert advice(devices=[{"name": "mlx0", "ports": [_port(link="InfiniBand", gids=[])]}]) == []
+    assert advice(devices=[{"name": "rxe0", "ports": [_port(state="DOWN", gids=[])]}],
+                  transports__verbs={"usable": True, "why": None, "active_ports": [("x", 1)]}) == []
+
+
+def test_a_low_memlock_limit_matters_only_with_devices():
+    a, = advice(memlock={"soft": "8192 KiB", "hard": "8192 KiB", "ok": False})
+    assert a.startswith("RLIMIT_MEMLOCK is 8192 KiB") and "ulimit -l unlimited" in a
+    assert not [x for x in advice(memlock={"soft": "8192 KiB", "hard": "8192 KiB", "ok": False}, devices=[],
+                                  transports__verbs={"usable": False, "why": "x", "active_ports": []})
+                if "RLIMIT_MEMLOCK" in x]
+
+
+def test_pyverbs_missing_is_only_a_note():
+    a, = advice(pyverbs="could not import pyverbs")
+    assert a == "pyverbs: could not import pyverbs (only needed for this report; sysfs was used)"
+
+
+def test_no_short_slice():
+    a, = advice(scheduler__short_slice=False, scheduler__short_slice_why="ignored")
+    assert "cannot ask for a short scheduler slice here (ignored)" in a and "Linux 6.12" in a
+
+
+@pytest.mark.parametrize("driver, poll, says", [
+    ("haltpoll", "0", "polls for 0 ns"),
+    ("acpi_idle", None, "boot with cpuidle_haltpoll.force=1"),
+    (None, None, "boot with cpuidle_haltpoll.force=1"),
+])
+def test_inside_a_vm(driver, poll, says):
+    a, = advice(scheduler__vm=True, scheduler__cpuidle_driver=driver, scheduler__guest_halt_poll_ns=poll)
+    assert says in a
+
+
+def test_haltpoll_that_polls_is_fine():
+    assert advice(scheduler__vm=True, scheduler__cpuidle_driver="haltpoll",
+                  scheduler__guest_halt_poll_ns="200000") == []
+    assert advice(scheduler__vm=False, scheduler__cpuidle_driver="haltpoll",
+                  scheduler__guest_halt_poll_ns="0") == []
+
+
+def test_the_report_of_a_working_machine():
+    rep = report(devices=[{"name": "rxe0", "ports": [_port(mtu=1024, gids=[
+        {"index": 1, "gid": "00000000000000000000ffffc0000201", "type": "RoCE v2", "netdev": "veth0"},
+        {"index": 2, "gid": IPV4_GID}])]}], notes=["pyverbs failed (x); read sysfs instead"],
+        advice=["do this"])
+    text = doctor.render(rep).splitlines()
+    assert text[0] == "Kernel RDMA support: yes"
+    assert text[1] == "RDMA devices (sysfs): 1"
+    assert text[2:6] == ["  rxe0", "    port 1: ACTIVE, Ethernet, MTU 1024",
+                         f"      GID[1] {IPV4_GID}  (RoCE v2, veth0)", f"      GID[2] {IPV4_GID}"]
+    assert "memlock limit: unlimited (hard unlimited)" in text
+    assert "SoftRoCE (rdma_rxe): loaded" in text
+    assert "  short slice for blocked readers: yes" in text
+    assert "  tick: HZ=1000; cpuidle driver: none" in text
+    assert "  runnable tasks now: 1 on 2 CPUs" in text
+    assert text[-5:] == ["  shm: usable", "  verbs: usable", "note: pyverbs failed (x); read sysfs instead",
+                         "Advice:", "  - do this"]
+
+
+def test_the_report_of_a_machine_without_rdma():
+    rep = report(kernel_rdma=False, devices=[], memlock={"soft": "64 KiB", "hard": "64 KiB", "ok": False},
+                 rxe={"kernel": "6.1.0", "loaded": False, "module_file": None},
+                 transports={"shm": {"usable": False, "why": None},
+                             "verbs": {"usable": False, "why": "no ACTIVE RDMA port", "active_ports": []}},
+                 scheduler=dict(BASE["scheduler"], short_slice=False, short_slice_why=None, hz=None,
+                                cpuidle_driver="haltpoll", guest_halt_poll_ns="0", vm=True, runnable_now=3),
+                 advice=[])
+    text = doctor.render(rep).splitlines()
+    assert text[0] == "Kernel RDMA support: NO (no /sys/class/infiniband)"
+    assert text[1] == "RDMA devices (sysfs): none"
+    assert "memlock limit: 64 KiB (hard 64 KiB)  <- low" in text
+    assert "SoftRoCE (rdma_rxe): not available for kernel 6.1.0" in text
+    assert "  short slice for blocked readers: no (?)" in text
+    assert "  tick: HZ=unknown; cpuidle driver: haltpoll (guest_halt_poll_ns 0); in a VM" in text
+    # 3 runnable on 2 CPUs: this process and two others fill them
+    assert "  runnable tasks now: 3 on 2 CPUs  <- oversubscribed: readers block instead of spinning" in text
+    assert text[-2:] == ["  shm: NOT usable: ?", "  verbs: NOT usable: no ACTIVE RDMA port"]
+
+
+def test_runnable_tasks_that_leave_a_cpu_free_are_not_oversubscribed():
+    text = doctor.render(report(scheduler__runnable_now=2, advice=[]))
+    assert "  runnable tasks now: 2 on 2 CPUs" in text.splitlines()
+    text = doctor.render(report(scheduler__runnable_now=None, advice=[]))
+    assert "runnable tasks now" not in text
+
+
+def test_rxe_available_but_not_loaded():
+    text = doctor.render(report(rxe__loaded=False, rxe__module_file="/lib/rdma_rxe.ko", advice=[]))
+    assert "SoftRoCE (rdma_rxe): available (/lib/rdma_rxe.ko)" in text.splitlines()
+
+
+def test_transports_from_the_devices_ports():
+    active = doctor.transports([{"name": "rxe0", "ports": [_port()]}, {"name": "mlx0", "ports": [_port("DOWN")]}])
+    idle = doctor.transports([{"name": "mlx0", "ports": [_port("DOWN")]}])
+    assert active["verbs"]["active_ports"] == [("rxe0", 1)]
+    assert idle["verbs"]["active_ports"] == []
+    why, _ = doctor.verbs_extension()
+    if why is None:  # the extension is built here: only the port decides
+        assert active["verbs"] == {"usable": True, "why": None, "active_ports": [("rxe0", 1)]}
+        assert idle["verbs"] == {"usable": False, "why": "no ACTIVE RDMA port", "active_ports": []}
+    assert active["shm"] == {"usable": True, "why": None}
+
+
+def test_the_memlock_limit_judged_against_64_mib(monkeypatch):
+    import resource
+    for soft, ok in ((64 << 20, True), ((64 << 20) - 1, False), (resource.RLIM_INFINITY, True)):
+        monkeypatch.setattr(resource, "getrlimit", lambda _, soft=soft: (soft, resource.RLIM_INFINITY))
+        m = doctor.memlock()
+        assert m["ok"] is ok and m["hard"] == "unlimited"
+        assert m["soft"] == ("unlimited" if soft == resource.RLIM_INFINITY else f"{soft // 1024} KiB")
+
+
+def test_gids_as_pyverbs_spells_them_are_written_like_sysfs():
+    assert doctor._gid_text("00000000000000000000ffffc0000201") == IPV4_GID
+    assert doctor._gid_text(IPV4_GID) == IPV4_GID
