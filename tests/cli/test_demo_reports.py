@@ -1,0 +1,72 @@
+"""`rdmaq demo` when a reader does not get every message: what it prints and its exit
+status, with made-up reader reports (the real run is in test_cli.py)."""
+import argparse
+import hashlib
+import queue
+
+import pytest
+
+import rdmaq
+from rdmaq import demo
+
+
+@pytest.fixture
+def writer():
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)  # attached, never reads: 3 small messages fit the ring
+        w.wait_ready(timeout=60)
+        yield w
+        r.close()
+
+
+def _run(w, reports, monkeypatch, n_procs=None):
+    monkeypatch.setattr(demo, "RESULT_TIMEOUT_S", 0.2)
+    results = queue.Queue()
+    for item in reports:
+        results.put(item)
+    a = argparse.Namespace(messages=3, size=10, readers=len(reports))
+    return demo._broadcast(w, a, [None] * (n_procs or len(reports)), results)
+
+
+def _digest(count=3, size=10):
+    d = hashlib.sha256()
+    for i in range(count):
+        d.update(demo.message(i, size))
+    return d.hexdigest()
+
+
+STATS = {"spins": 1, "sleeps": 2}
+
+
+def test_every_reader_intact(writer, monkeypatch, capsys):
+    assert _run(writer, [(0, _digest(), STATS, None)], monkeypatch) == 0
+    out = capsys.readouterr()
+    assert "transport=shm readers=1 messages=3 size=10 B" in out.out
+    assert "reader 0: all messages intact and in order  spins=1 sleeps=2" in out.out
+    assert out.err == ""
+
+
+def test_a_reader_with_other_bytes(writer, monkeypatch, capsys):
+    assert _run(writer, [(0, _digest(size=11), STATS, None)], monkeypatch) == 1
+    out = capsys.readouterr()
+    assert "reader 0: MISMATCH  spins=1 sleeps=2" in out.out
+    assert "some readers did not get every message intact and in order" in out.err
+
+
+def test_a_reader_that_failed(writer, monkeypatch, capsys):
+    reports = [(1, _digest(), STATS, None), (0, None, None, "PeerDeadError: writer (pid 1) died")]
+    assert _run(writer, reports, monkeypatch) == 1
+    out = capsys.readouterr().out.splitlines()
+    i = out.index("reader 0: FAILED: PeerDeadError: writer (pid 1) died")  # sorted by reader
+    assert out[i + 1] == "reader 1: all messages intact and in order  spins=1 sleeps=2"
+
+
+def test_readers_that_never_report(writer, monkeypatch, capsys):
+    assert _run(writer, [(0, _digest(), STATS, None)], monkeypatch, n_procs=3) == 1
+    assert "only 1 of 3 readers reported within 0.2 s" in capsys.readouterr().err
+
+
+def test_each_message_is_its_index_repeated():
+    assert demo.message(1, 10) == (1).to_bytes(8, "little") + b"\x01\x00"
+    assert demo.message(258, 16) == (258).to_bytes(8, "little") * 2
+    assert demo.message(7, 3) == b"\x07\x00\x00"
