@@ -455,6 +455,8 @@ def main(argv=None):
     ap.add_argument("--map", help="reuse this coverage map (JSON) instead of collecting one")
     ap.add_argument("--out", default=str(ROOT / "results" / "mutation-sweep.md"))
     ap.add_argument("--keep", action="store_true", help="keep the scratch trees")
+    ap.add_argument("--run-equivalent", action="store_true",
+                    help="run the mutants reasons.toml calls equivalent too (else they are not run)")
     ap.add_argument("--recheck", type=int, default=0, metavar="N",
                     help="then run each test that killed a mutant N times on the unmutated tree: "
                          "one that fails there (a flaky test) is reported, its kills re-run without it")
@@ -544,6 +546,11 @@ def sweep(a):
             mid, m = item
             if STOPPING.is_set():
                 raise SystemExit(143)
+            if reasons.get(mid, {}).get("equivalent") and not a.run_equivalent:
+                log(f"     equivalent (reasons.toml, not run)            {mid}")
+                return {"id": mid, "file": m.file, "line": m.line, "rule": m.rule, "original": m.original,
+                        "replacement": m.replacement, "status": "equivalent", "result": "equivalent",
+                        "seconds": 0.0, "tests": 0, "evidence": "", "reason": reasons[mid].get("reason", "")}
             with lock:
                 w = free.pop()
             try:
