@@ -123,7 +123,8 @@ def python_lines(covdirs, tree: Path, nodeids):
 
 
 def _gcov_dir(d: Path):
-    """(source, line) pairs run, from every .gcda of one directory (one gcov call)."""
+    """(source, line, count) of every instrumented line, from every .gcda of one
+    directory (one gcov call)."""
     names = sorted(f.name for f in d.glob("*.gcda"))
     if not names:
         return []
@@ -136,13 +137,15 @@ def _gcov_dir(d: Path):
         cwd = info.get("current_working_directory", "")
         for f in info.get("files", []):
             src = os.path.normpath(os.path.join(cwd, f["file"]))
-            out += [(src, ln["line_number"]) for ln in f["lines"] if ln["count"] > 0]
+            out += [(src, ln["line_number"], ln["count"]) for ln in f["lines"]]
     return out
 
 
-def c_lines(records, tree: Path, jobs=4):
-    """{csrc/x.c: {line: {nodeid, ...}}} from each test's gcda directory."""
+def c_lines(records, tree: Path, jobs=4, executable=None):
+    """{csrc/x.c: {line: {nodeid, ...}}} from each test's gcda directory; the lines gcov
+    instruments (run or not) are added to ``executable``."""
     out: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    executable = executable if executable is not None else defaultdict(set)
     work = []
     for t in records:
         prefix = Path(t["covdir"]) / "gcda" / t["gcda"]
@@ -157,10 +160,12 @@ def c_lines(records, tree: Path, jobs=4):
         work += [(t["nodeid"], d) for d in sorted(dirs)]
     with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
         for (nodeid, _), lines in zip(work, ex.map(lambda w: _gcov_dir(w[1]), work)):
-            for src, ln in lines:
+            for src, ln, count in lines:
                 rel = os.path.relpath(src, tree)
                 if rel.startswith("csrc/"):
-                    out[rel][ln].add(nodeid)
+                    executable[rel].add(ln)
+                    if count > 0:
+                        out[rel][ln].add(nodeid)
     return out
 
 
@@ -169,12 +174,13 @@ def build_map(records, tree: Path, covdirs):
     nodeids = {t["nodeid"] for t in tests}
     index = {t["nodeid"]: i for i, t in enumerate(tests)}
     lines = {}
-    for per_file in (python_lines(covdirs, tree, nodeids), c_lines(records, tree)):
+    executable = defaultdict(set)
+    for per_file in (python_lines(covdirs, tree, nodeids), c_lines(records, tree, executable=executable)):
         for rel, by_line in per_file.items():
             lines[rel] = {str(ln): sorted(index[n] for n in ids) for ln, ids in sorted(by_line.items())}
     return {"tests": [{"nodeid": t["nodeid"], "seconds": t.get("seconds", 0.0), "outcome": t["outcome"],
                        "python": t.get("python", "suite")} for t in tests],
-            "lines": lines}
+            "lines": lines, "executable": {rel: sorted(v) for rel, v in executable.items()}}
 
 
 def merge(a, b):
@@ -185,7 +191,9 @@ def merge(a, b):
         dst = lines.setdefault(rel, {})
         for ln, ids in by_line.items():
             dst[ln] = sorted(set(dst.get(ln, [])) | {i + off for i in ids})
-    return {"tests": a["tests"] + b["tests"], "lines": lines}
+    executable = {k: sorted(set(a.get("executable", {}).get(k, [])) | set(b.get("executable", {}).get(k, [])))
+                  for k in set(a.get("executable", {})) | set(b.get("executable", {}))}
+    return {"tests": a["tests"] + b["tests"], "lines": lines, "executable": executable}
 
 
 def main_check():

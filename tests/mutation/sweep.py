@@ -288,7 +288,9 @@ def tests_for(m, cmap, source_text, killers=None):
     idx = set()
     for ln in range(first, last + 1):
         idx.update(by_line.get(str(ln), []))
-    if not idx:  # a line of a statement that starts above it: its count is on the first line
+    executable = set(cmap.get("executable", {}).get(m.file, ()))
+    own = any(ln in executable for ln in range(first, last + 1)) if m.file.endswith(".c") else False
+    if not idx and not own:  # a line of a statement that starts above: its count is there
         start = statement_start(m.file, source_text, first)
         for ln in range(start, first):
             idx.update(by_line.get(str(ln), []))
