@@ -327,3 +327,21 @@ def test_a_writer_that_closes_mid_message_delivers_no_half(ring):
     for _ in range(2):
         with pytest.raises(rdmaq.PeerClosedError):
             ring.r.get(timeout=TIMEOUT)
+
+
+# ------------------------------------------------------------ leftovers of dead writers
+
+def _start_time(pid):
+    """Field 22 of /proc/PID/stat: the process's start, in clock ticks after boot."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def test_a_live_pid_with_another_start_time_is_a_reused_pid(forge):
+    """A segment whose writer pid is alive is stale when that pid now belongs to a
+    process started at another time (the writer died, its pid was reused)."""
+    mine = _start_time(os.getpid())
+    for start, stale in ((mine, 0), (mine + 1, 1), (mine - 1, 1), (0, 0)):  # 0: the writer did not know
+        h = forge(start=start)
+        assert lib.rdmaq_shm_segment_stale(h.info.name.encode()) == stale, start
+    assert lib.rdmaq_shm_segment_stale(forge(pid=0).info.name.encode()) == 0  # still being created

@@ -1,6 +1,7 @@
 """The documented attributes of the exceptions (README, "Errors"): the class of
 each failure, ``.errno`` (the C core's code), and what the message names."""
 import errno
+import os
 import threading
 
 import pytest
@@ -100,7 +101,6 @@ def test_a_queue_that_is_gone_names_itself_and_why(transport):
 
 
 def test_an_index_attached_twice_names_the_index_and_the_holder():
-    import os
     with rdmaq.Writer(2, transport="shm") as w:
         r = rdmaq.Reader(w.handle, 1)
         with pytest.raises(rdmaq.IndexInUseError) as e:
@@ -163,3 +163,34 @@ def test_a_timeout_is_a_builtin_timeout_error_naming_the_call(transport):
         assert not isinstance(e.value, rdmaq.Error)
         assert str(e.value) == "reader get: timed out"
         r.close()
+
+
+def _can_unshare():
+    import shutil
+    import subprocess
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
+FULL_SHM_CHILD = """
+import rdmaq, sys
+try:
+    rdmaq.Writer(1, transport="shm", slot_bytes=int(sys.argv[1]), slots=int(sys.argv[2]))
+except rdmaq.SharedMemoryFullError as e:
+    print(e.errno, e, flush=True)
+"""
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="needs root and unshare -m for a 2 MiB /dev/shm")
+@pytest.mark.parametrize("slot_bytes, slots, need", [(1 << 16, 64, "4.0 MiB"), (1 << 20, 2048, "2.0 GiB")])
+def test_a_full_dev_shm_says_how_much_the_queue_needs(slot_bytes, slots, need):
+    import subprocess
+    import sys
+    p = subprocess.run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=2m tmpfs /dev/shm && exec "$0" "$@"',
+                        sys.executable, "-c", FULL_SHM_CHILD, str(slot_bytes), str(slots)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    err, text = p.stdout.split(" ", 1)
+    assert int(err) == errno.ENOSPC
+    assert f"this queue needs {need}, 2.0 MiB is free" in text, text
