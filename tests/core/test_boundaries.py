@@ -345,3 +345,22 @@ def test_a_live_pid_with_another_start_time_is_a_reused_pid(forge):
         h = forge(start=start)
         assert lib.rdmaq_shm_segment_stale(h.info.name.encode()) == stale, start
     assert lib.rdmaq_shm_segment_stale(forge(pid=0).info.name.encode()) == 0  # still being created
+
+
+def _fds():
+    return sorted(os.listdir("/proc/self/fd"))
+
+
+def test_a_refused_attach_leaves_the_process_s_descriptors_as_they_were(forge):
+    before = _fds()
+    for handle, exc in ((rdmaq.Handle("shm", 1, ShmInfo("rdmaq-no-such-queue", "")), rdmaq.QueueNotFoundError),
+                        (forge(slots=1), rdmaq.ProtocolError), (forge(pid=0), rdmaq.PeerDeadError)):
+        with pytest.raises(exc):
+            rdmaq.Reader(handle, 0)
+        assert _fds() == before  # stdin (fd 0) included: nothing closed that was not opened
+
+
+@pytest.mark.parametrize("name", ["x" * 201, "rdmaq-" + "a" * 195, "", "rdmaq-a/b"])
+def test_the_stale_check_refuses_a_name_no_queue_can_have(name):
+    assert lib.rdmaq_shm_segment_stale(name.encode()) == -errno.EINVAL
+    assert lib.rdmaq_shm_segment_stale(b"rdmaq-" + b"a" * 194) == 0  # 200 characters: no such queue
