@@ -368,6 +368,12 @@ class Reader(_Endpoint):
         handle.check(index)
         t = load_transport(handle.transport)
         wc = _wait_config(t.ffi, spin_us, slice_us, anticipate, restore_slice)
+        if warm is None:
+            warm = bool(_env_int("RDMAQ_WARM", 1))
+        if warm is True:
+            warm = _warm_up
+        if warm is not False and not callable(warm):  # before attaching: bad input takes no index
+            raise TypeError(f"warm must be a bool or a callable, got {type(warm).__name__}")
         self._start(t.attach_reader(handle, index, wc.spin_ns), t.ffi, t.lib, _reader_ops(t.lib))
         self.index = index
         self.transport = handle.transport
@@ -375,12 +381,6 @@ class Reader(_Endpoint):
         self._scratch: bytearray | None = None  # small messages land here first (one C call)
         self._scratch_c: Any = None
         self._len: Any = None
-        if warm is None:
-            warm = bool(_env_int("RDMAQ_WARM", 1))
-        if warm is True:
-            warm = _warm_up
-        if warm is not False and not callable(warm):
-            raise TypeError(f"warm must be a bool or a callable, got {type(warm).__name__}")
         self._warm = warm or None
         self._configure_wait(spin_us, slice_us, anticipate, restore_slice)
 

@@ -98,3 +98,52 @@ def test_rdmaq_restore_slice_1_gives_the_thread_its_slice_back(monkeypatch):
     before, after, stats = _blocked_get_then_slice()
     assert stats["sleeps"] >= 1
     assert after == before != 100_000
+
+
+@pytest.mark.parametrize("how", ["argument", "variable"])
+def test_warm_up_off(monkeypatch, how):
+    kw = {"warm": False} if how == "argument" else {}
+    if how == "variable":
+        monkeypatch.setenv("RDMAQ_WARM", "0")
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0, **kw)
+        w.wait_ready(timeout=TIMEOUT)
+        w.put(b"cold", timeout=TIMEOUT)
+        assert r.get(timeout=TIMEOUT) == b"cold"
+        r.close()
+
+
+def test_warm_is_a_bool_or_a_callable_and_a_bad_one_takes_no_index(monkeypatch):
+    with rdmaq.Writer(1, transport="shm") as w:
+        with pytest.raises(TypeError, match="warm must be a bool or a callable, got str"):
+            rdmaq.Reader(w.handle, 0, warm="yes")
+        monkeypatch.setenv("RDMAQ_WARM", "x")
+        with pytest.raises(ValueError, match="RDMAQ_WARM must be an integer, got 'x'"):
+            rdmaq.Reader(w.handle, 0)
+        monkeypatch.delenv("RDMAQ_WARM")
+        r = rdmaq.Reader(w.handle, 0, warm=lambda: None)  # index 0 is still free
+        r.close()
+
+
+SLICE_CHILD = """
+import rdmaq
+w = rdmaq.Writer(1, transport="shm")
+r = rdmaq.Reader(w.handle, 0)
+w.wait_ready(30)
+before = r.stats["slice_ns"]  # nothing blocked yet in this process: what it will ask for
+try:
+    r.get(timeout=0.05)
+except TimeoutError:
+    pass
+print(before, r.stats["slice_ns"], flush=True)
+"""
+
+
+def test_a_fresh_process_reports_the_slice_it_will_ask_for():
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", SLICE_CHILD], capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    before, after = map(int, p.stdout.split())
+    assert before == 100_000
+    assert after == (100_000 if _slices_honoured() else 0)

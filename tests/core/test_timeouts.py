@@ -167,3 +167,12 @@ def test_timeout_none_and_inf_wait_until_the_message_comes(pair):
     w.put(b"eventually", timeout=TIMEOUT)
     t.join(TIMEOUT)
     assert box == {"value": b"eventually"}
+
+
+def test_a_timeout_past_146_years_waits_for_ever(pair):
+    """Seconds beyond what the core's nanoseconds hold (2**62 ns) mean no timeout."""
+    w, r = pair
+    w.put(b"there", timeout=1e10)
+    assert r.get(timeout=1e10) == b"there"
+    w.put(b"again", timeout=2.0**62 / 1e9)
+    assert r.get(timeout=2.0**62 / 1e9) == b"again"
