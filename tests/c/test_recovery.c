@@ -102,6 +102,21 @@ static void test_a_shrunk_spin_budget_grows_back(void)
 	CHECK(stats.spins > 0);
 }
 
+static void test_each_blocked_wait_halves_the_budget(void)
+{
+	struct rdmaq_waiter wt;
+
+	memset(&stats, 0, sizeof(stats));
+	rdmaq_waiter_init(&wt, &fake_ops, &msg, SPIN_MAX_NS, &stats);
+	wt.slice.want_ns = 0;
+	for (uint32_t want = SPIN_MAX_NS / 2; want > RDMAQ_MIN_SPIN_NS; want /= 2) {
+		msg = (struct message){ .at_ns = INT64_MAX };
+		CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
+		if (!stats.preempted) /* a spin that lost its CPU drops to the floor at once */
+			CHECK(wt.spin_ns == want);
+	}
+}
+
 static void test_the_spin_budget_never_passes_its_maximum(void)
 {
 	struct rdmaq_waiter wt;
@@ -179,6 +194,7 @@ static void test_the_nap_margin_falls_after_late_wake_ups(void)
 int main(void)
 {
 	test_a_shrunk_spin_budget_grows_back();
+	test_each_blocked_wait_halves_the_budget();
 	test_the_spin_budget_never_passes_its_maximum();
 	test_the_back_off_returns_to_its_minimum();
 	test_the_nap_margin_falls_after_late_wake_ups();

@@ -83,8 +83,8 @@ def test_keys_and_attributes_that_are_missing():
     assert _bad(fields.get, {}, "k") == "field 'k' is missing"
     assert _bad(fields.get, {}, "k", "msg.k") == "field 'msg.k' is missing"
 
-    class O:
+    class Obj:
         a = None
 
-    assert fields.attr(O(), "a", "o.a") is None  # present, even if None
-    assert _bad(fields.attr, O(), "b", "o.b") == "field 'o.b' is missing"
+    assert fields.attr(Obj(), "a", "o.a") is None  # present, even if None
+    assert _bad(fields.attr, Obj(), "b", "o.b") == "field 'o.b' is missing"

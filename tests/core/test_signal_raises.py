@@ -75,3 +75,33 @@ def test_a_get_raised_out_of_loses_no_message():
         w.put(b"two", timeout=TIMEOUT)
         assert [r.get(timeout=TIMEOUT) for _ in range(2)] == [b"one", b"two"]
         r.close()
+
+
+def test_a_signal_another_thread_took_still_reaches_a_blocked_get():
+    """A signal the kernel delivers to another thread interrupts no system call of
+    the main thread: its blocked get returns to the interpreter by itself (every
+    100 ms), so the handler runs and its exception ends the get, long before the
+    get's own timeout."""
+    import time
+
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0, spin_us=0)
+        w.wait_ready(timeout=TIMEOUT)
+        other = threading.Thread(target=time.sleep, args=(30,), daemon=True)
+        other.start()
+
+        def handler(signum, frame):
+            raise Interrupted()
+
+        old = signal.signal(signal.SIGUSR1, handler)
+        timer = threading.Timer(0.2, lambda: signal.pthread_kill(other.ident, signal.SIGUSR1))
+        timer.start()
+        try:
+            with pytest.raises(Interrupted):
+                r.get(timeout=5)  # not TimeoutError: the handler ran while get waited
+        finally:
+            timer.cancel()
+            signal.signal(signal.SIGUSR1, old)
+        w.put(b"after", timeout=TIMEOUT)
+        assert r.get(timeout=TIMEOUT) == b"after"
+        r.close()

@@ -1,0 +1,88 @@
+"""The short slice a blocked wait asks for changes the slice only: the thread's
+nice value stays, and with restore_slice the thread's own slice comes back, what
+it was (not the default).  Needs a kernel that honours sched_runtime (6.12+)."""
+import ctypes
+import os
+import threading
+
+import pytest
+
+import rdmaq
+from children import TIMEOUT
+
+SYS_SCHED_GETATTR, SYS_SCHED_SETATTR = 315, 314  # x86-64
+ATTR = 56
+
+
+def _attr():
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = (ctypes.c_uint8 * ATTR)()
+    assert libc.syscall(SYS_SCHED_GETATTR, 0, buf, ATTR, 0) == 0
+    return buf
+
+
+def _runtime():
+    return int.from_bytes(bytes(_attr()[24:32]), "little")
+
+
+def _set_runtime(ns):
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = _attr()
+    buf[0:4] = (ATTR).to_bytes(4, "little")
+    buf[24:32] = ns.to_bytes(8, "little")
+    assert libc.syscall(SYS_SCHED_SETATTR, 0, buf, 0) == 0, ctypes.get_errno()
+
+
+def _kernel_honours_runtime():
+    """Asked of the kernel directly (not through rdmaq, whose answer is under test),
+    in a thread of its own."""
+    box = {}
+
+    def probe():
+        try:
+            _set_runtime(150_000)
+            box["ok"] = _runtime() == 150_000
+        except AssertionError:
+            box["ok"] = False
+
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join(TIMEOUT)
+    return box.get("ok", False)
+
+
+pytestmark = pytest.mark.skipif(not _kernel_honours_runtime(),
+                                reason="this kernel ignores sched_runtime (slices need Linux 6.12+)")
+
+
+def _blocked_get_in_a_thread(prepare, **kw):
+    box = {}
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0, **kw)
+        w.wait_ready(timeout=TIMEOUT)
+
+        def body():
+            prepare()
+            box["before"] = (os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), _runtime())
+            try:
+                r.get(timeout=0.1)
+            except TimeoutError:
+                pass
+            box["after"] = (os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), _runtime())
+
+        t = threading.Thread(target=body)
+        t.start()
+        t.join(TIMEOUT)
+        r.close()
+    return box["before"], box["after"]
+
+
+def test_the_thread_s_nice_value_stays():
+    before, after = _blocked_get_in_a_thread(lambda: os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 7))
+    assert before[0] == after[0] == 7
+    assert after[1] == 100_000  # the short slice, kept (restore_slice off)
+
+
+def test_restore_slice_gives_back_the_thread_s_own_slice():
+    before, after = _blocked_get_in_a_thread(lambda: _set_runtime(700_000), restore_slice=True)
+    assert before[1] == after[1] == 700_000
