@@ -70,3 +70,16 @@ def test_each_message_is_its_index_repeated():
     assert demo.message(1, 10) == (1).to_bytes(8, "little") + b"\x01\x00"
     assert demo.message(258, 16) == (258).to_bytes(8, "little") * 2
     assert demo.message(7, 3) == b"\x07\x00\x00"
+
+
+def test_a_message_of_any_size_is_that_long():
+    for size in (1, 7, 8, 9, 100, 1000):
+        assert len(demo.message(5, size)) == size
+
+
+def test_a_reader_that_fails_reports_one_line():
+    results = queue.Queue()
+    demo._reader(rdmaq.Handle("shm", 1, rdmaq.handle.ShmInfo("rdmaq-no-such-queue", "")), 0, 3, results)
+    index, digest, stats, error = results.get(timeout=10)
+    assert (index, digest, stats) == (0, None, None)
+    assert error.startswith("QueueNotFoundError: attach reader 0: no rdmaq queue rdmaq-no-such-queue here")

@@ -202,3 +202,15 @@ def test_the_memlock_limit_judged_against_64_mib(monkeypatch):
 def test_gids_as_pyverbs_spells_them_are_written_like_sysfs():
     assert doctor._gid_text("00000000000000000000ffffc0000201") == IPV4_GID
     assert doctor._gid_text(IPV4_GID) == IPV4_GID
+
+
+def test_the_scheduler_report_says_what_the_probe_says():
+    from rdmaq._rdmaq import lib
+    assert doctor.scheduler()["short_slice"] is (lib.rdmaq_sched_slice_probe(100_000) == 1)
+
+
+def test_a_verbs_extension_broken_otherwise_is_not_hidden(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "rdmaq.transport.verbs", None)  # import fails, naming itself
+    with pytest.raises(ModuleNotFoundError):
+        doctor.verbs_extension()

@@ -1,0 +1,57 @@
+"""The rdmaq command's error paths, in process: a subcommand whose package is not
+installed, an unexpected exception (one line, or the traceback with
+RDMAQ_TRACEBACK=1), help texts, and doctor --clean's count."""
+import sys
+
+import pytest
+
+from rdmaq import cli, doctor
+from rdmaq.transport import shm
+
+
+def test_a_subcommand_needing_a_missing_package_names_it_and_the_extra(tmp_path, monkeypatch, capsys):
+    (tmp_path / "needs_pkg.py").write_text("import rdmaq_no_such_pkg.sub\n\ndef main(argv):\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cli._run("rdmaq x", "needs_pkg:main", "bench", []) == 1
+    assert capsys.readouterr().err == ("rdmaq x: needs the Python package 'rdmaq_no_such_pkg', which is not "
+                                       'installed: pip install "rdmaq[bench]"\n')
+    monkeypatch.setenv("RDMAQ_TRACEBACK", "1")
+    sys.modules.pop("needs_pkg", None)
+    with pytest.raises(ModuleNotFoundError):
+        cli._run("rdmaq x", "needs_pkg:main", "bench", [])
+
+
+def test_a_missing_module_of_rdmaq_itself_is_a_bug_and_raises():
+    with pytest.raises(ModuleNotFoundError):
+        cli._run("rdmaq x", "rdmaq.no_such_module:main", None, [])
+
+
+def test_an_unexpected_error_is_one_line_unless_asked_for_the_traceback(monkeypatch, capsys):
+    def boom():
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(doctor, "collect", boom)
+    monkeypatch.delenv("RDMAQ_TRACEBACK", raising=False)
+    assert cli.main(["doctor"]) == 1
+    assert capsys.readouterr().err == "rdmaq doctor: RuntimeError: boom (RDMAQ_TRACEBACK=1 shows where)\n"
+    monkeypatch.setenv("RDMAQ_TRACEBACK", "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main(["doctor"])
+
+
+def test_help_shows_defaults_but_not_for_flags(capsys):
+    with pytest.raises(SystemExit) as e:
+        doctor.main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--json" in out and "(default: False)" not in out
+
+
+def test_doctor_clean_says_how_many_it_removed(monkeypatch, capsys):
+    monkeypatch.setattr(doctor, "collect", lambda: {"transports": {"shm": {"usable": True}}})
+    monkeypatch.setattr(doctor, "render", lambda rep: "")
+    for removed, line in (([], "removed 0 stale queue segment(s)"),
+                          (["rdmaq-1-a", "rdmaq-2-b"], "removed 2 stale queue segment(s): rdmaq-1-a, rdmaq-2-b")):
+        monkeypatch.setattr(shm, "sweep_stale", lambda removed=removed: removed)
+        assert doctor.main(["--clean"]) == 0
+        assert capsys.readouterr().err == line + "\n"
