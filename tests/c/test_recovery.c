@@ -102,19 +102,26 @@ static void test_a_shrunk_spin_budget_grows_back(void)
 	CHECK(stats.spins > 0);
 }
 
+/* From 64 us: a spin that short rarely loses its CPU, and one that does is retried. */
 static void test_each_blocked_wait_halves_the_budget(void)
 {
 	struct rdmaq_waiter wt;
+	int clean_runs = 0;
 
-	memset(&stats, 0, sizeof(stats));
-	rdmaq_waiter_init(&wt, &fake_ops, &msg, SPIN_MAX_NS, &stats);
-	wt.slice.want_ns = 0;
-	for (uint32_t want = SPIN_MAX_NS / 2; want > RDMAQ_MIN_SPIN_NS; want /= 2) {
-		msg = (struct message){ .at_ns = INT64_MAX };
-		CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
-		if (!stats.preempted) /* a spin that lost its CPU drops to the floor at once */
-			CHECK(wt.spin_ns == want);
+	for (int attempt = 0; attempt < 50 && !clean_runs; attempt++) {
+		memset(&stats, 0, sizeof(stats));
+		rdmaq_waiter_init(&wt, &fake_ops, &msg, 64 * US, &stats);
+		wt.slice.want_ns = 0;
+		for (uint32_t want = 32 * US; want > RDMAQ_MIN_SPIN_NS && !stats.preempted;
+		     want /= 2) {
+			msg = (struct message){ .at_ns = INT64_MAX };
+			CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
+			if (!stats.preempted)
+				CHECK(wt.spin_ns == want);
+		}
+		clean_runs += !stats.preempted;
 	}
+	CHECK(clean_runs == 1);
 }
 
 static void test_the_spin_budget_never_passes_its_maximum(void)

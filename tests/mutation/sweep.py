@@ -279,6 +279,17 @@ def statement_start(rel, text, line):
     return ln
 
 
+_FUNCS: dict[str, list[tuple[int, int]]] = {}
+
+
+def in_function(rel, text, line):
+    """Is ``line`` of a Python file inside a function body (not module or class level)?"""
+    if rel not in _FUNCS:
+        _FUNCS[rel] = [(n.body[0].lineno, n.end_lineno) for n in ast.walk(ast.parse(text))
+                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return any(a <= line <= b for a, b in _FUNCS[rel])
+
+
 def tests_for(m, cmap, source_text, killers=None):
     """Node ids of the tests that ran the mutant's lines, one universe: first those
     that killed other mutants of the file (most kills first), then fastest first."""
@@ -288,6 +299,12 @@ def tests_for(m, cmap, source_text, killers=None):
     idx = set()
     for ln in range(first, last + 1):
         idx.update(by_line.get(str(ln), []))
+    if m.file.endswith(".py") and not in_function(m.file, source_text, first):
+        # module or class level: it ran when the module was imported, in whichever
+        # process imported it first (for pytest's own, before any test): every test
+        # that ran a line of the file depends on it
+        for ids in by_line.values():
+            idx.update(ids)
     executable = set(cmap.get("executable", {}).get(m.file, ()))
     own = any(ln in executable for ln in range(first, last + 1)) if m.file.endswith(".c") else False
     if not idx and not own:  # a line of a statement that starts above: its count is there
