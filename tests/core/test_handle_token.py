@@ -13,6 +13,7 @@ from rdmaq.handle import HANDLE_VERSION, MAX_READERS, ShmInfo
 def test_a_handle_cannot_be_changed():
     with rdmaq.Writer(2, transport="shm") as w:
         h = w.handle
+        h.check(1)
         with pytest.raises(dataclasses.FrozenInstanceError):
             h.n_readers = 3
         with pytest.raises(dataclasses.FrozenInstanceError):
