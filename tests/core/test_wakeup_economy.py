@@ -103,3 +103,43 @@ def test_sleepers_are_woken_once_per_message_and_counted():
         for rd in rs or []:
             rd.close()
         w2.close()
+
+
+def test_a_reader_woken_once_is_not_woken_again_while_it_is_busy():
+    """After a wake-up the reader takes its sleep announcement back: the writer's
+    next puts, while the reader is not waiting, wake nobody."""
+    with rdmaq.Writer(1, transport="shm", spin_us=0) as w:
+        r = rdmaq.Reader(w.handle, 0, spin_us=0, anticipate=False)
+        w.wait_ready(timeout=TIMEOUT)
+        t, box = blocked_call(r, lambda: r.get(timeout=TIMEOUT), "get on an empty ring")
+        w.put(b"wake", timeout=TIMEOUT)
+        t.join(TIMEOUT)
+        assert box == {"value": b"wake"}
+        before = w.stats["wakeups"]
+        for i in range(5):  # the reader is not in get
+            w.put(bytes([i]), timeout=TIMEOUT)
+        assert w.stats["wakeups"] == before
+        assert [bytes(r.get(timeout=TIMEOUT)) for _ in range(5)] == [bytes([i]) for i in range(5)]
+        r.close()
+
+
+def test_a_writer_stalled_on_credit_wakes_nobody_without_new_records():
+    """Reader 0 has read everything and sleeps; reader 1 reads nothing, so the ring
+    is full: the writer's stalled put has nothing new for reader 0, and wakes nobody."""
+    with rdmaq.Writer(2, transport="shm", slot_bytes=1024, slots=SLOTS, spin_us=0) as w:
+        fast = rdmaq.Reader(w.handle, 0, spin_us=0, anticipate=False)
+        slow = rdmaq.Reader(w.handle, 1)
+        w.wait_ready(timeout=TIMEOUT)
+        for i in range(SLOTS):
+            w.put(bytes([i]), timeout=TIMEOUT)
+            assert fast.get(timeout=TIMEOUT) == bytes([i])
+        t, box = blocked_call(fast, lambda: fast.get(timeout=TIMEOUT), "the fast reader's get")
+        before = w.stats["wakeups"]
+        with pytest.raises(TimeoutError):
+            w.put(b"no room", timeout=0.2)
+        assert w.stats["wakeups"] == before
+        slow.close()  # room again: the writer skips the closed reader
+        w.put(b"after", timeout=TIMEOUT)
+        t.join(TIMEOUT)
+        assert box == {"value": b"after"}
+        fast.close()

@@ -312,7 +312,8 @@ def tests_for(m, cmap, source_text, killers=None):
         for ln in range(start, first):
             idx.update(by_line.get(str(ln), []))
     tests = [cmap["tests"][i] for i in idx
-             if cmap["tests"][i]["outcome"] == "passed" and cmap["tests"][i]["nodeid"] not in FLAKY]
+             if cmap["tests"][i]["outcome"] == "passed" and cmap["tests"][i]["nodeid"] not in FLAKY
+             and not cmap["tests"][i]["nodeid"].startswith(EXCLUDED)]
     universe = "vllm" if Path(m.file).match(VLLM_PY) and any(t["python"] == "vllm" for t in tests) \
         else "suite"
     tests = [t for t in tests if t["python"] == universe]
@@ -411,6 +412,7 @@ def recheck_killers(rows, w, times, cmap, texts, by_id, one):
 
 
 FLAKY: set[str] = set()  # tests left out of every selection (see recheck_killers)
+EXCLUDED: tuple[str, ...] = ()  # --exclude
 
 
 def write_table(out: Path, rows, generated, a, seconds, load):
@@ -479,6 +481,8 @@ def main(argv=None):
     ap.add_argument("--recheck", type=int, default=0, metavar="N",
                     help="then run each test that killed a mutant N times on the unmutated tree: "
                          "one that fails there (a flaky test) is reported, its kills re-run without it")
+    ap.add_argument("--exclude", nargs="+", default=[], metavar="NODEID",
+                    help="leave these tests (node id prefixes) out of every selection (a test found flaky)")
     ap.add_argument("--rerun", metavar="JSON",
                     help="the mutants of an earlier sweep (its .json): run again those that survived "
                          "(or failed to run), keep the others' results")
@@ -502,6 +506,8 @@ def log(msg):
 
 
 def sweep(a):
+    global EXCLUDED
+    EXCLUDED = tuple(a.exclude)
     t_start = time.monotonic()
     load0 = os.getloadavg()
     pythons = {"suite": sys.executable, "vllm": vllm_python(a.vllm_python)}
