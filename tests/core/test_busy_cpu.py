@@ -96,16 +96,22 @@ def _can_fake_loadavg():
 
 
 BUSY_CHILD = """
-import os, rdmaq
-os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU
+import os, threading, rdmaq
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU, for the threads started below too
 w = rdmaq.Writer(1, transport="shm", spin_us=1000000)
 r = rdmaq.Reader(w.handle, 0, spin_us=1000000, anticipate=False)
 w.wait_ready(30)
-for _ in range(3):
-    try:
-        r.get(timeout=0.03)
-    except TimeoutError:
-        pass
+
+def gets():  # not on the main thread: a get is one wait (the main thread's return every 100 ms)
+    for _ in range(3):
+        try:
+            r.get(timeout=0.03)
+        except TimeoutError:
+            pass
+
+t = threading.Thread(target=gets)
+t.start()
+t.join()
 print(r.stats["busy"], flush=True)
 """
 
