@@ -36,6 +36,7 @@ struct message {
 	int64_t at_ns;
 	int64_t late_ns;
 	int64_t woke_ns;
+	int64_t longest_ns; /* the longest block asked for */
 };
 
 static int landed(void *arg)
@@ -63,6 +64,8 @@ static int fake_block(void *ep, int64_t timeout_ns)
 	struct message *m = ep;
 	int64_t until = rdmaq_now_ns() + timeout_ns + m->late_ns;
 
+	if (timeout_ns > m->longest_ns)
+		m->longest_ns = timeout_ns;
 	sleep_until(until < m->at_ns ? until : m->at_ns);
 	if (!m->woke_ns)
 		m->woke_ns = rdmaq_now_ns();
@@ -229,6 +232,16 @@ static void test_a_nap_that_ends_late_backs_anticipation_off(void)
 	}
 }
 
+/* A wait that must end at its deadline never asks the kernel to sleep past it. */
+static void test_no_block_outlasts_the_deadline(void)
+{
+	setup();
+	msg = (struct message){ .at_ns = INT64_MAX };
+	CHECK(rdmaq_wait(&wt, landed, &msg, rdmaq_now_ns() + 2 * MS) == -ETIMEDOUT);
+	CHECK(stats.sleeps >= 1);
+	CHECK(msg.longest_ns > 0 && msg.longest_ns <= 2 * MS);
+}
+
 int main(void)
 {
 	prctl(PR_SET_TIMERSLACK, 1UL); /* naps end when asked, not up to 50 us later */
@@ -239,5 +252,6 @@ int main(void)
 	test_no_nap_for_a_window_about_to_open();
 	test_a_busy_cpu_opens_no_window();
 	test_a_nap_that_ends_late_backs_anticipation_off();
+	test_no_block_outlasts_the_deadline();
 	return check_report("window");
 }

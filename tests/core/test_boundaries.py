@@ -257,6 +257,7 @@ def test_credit_up_to_what_was_sent_is_trusted_and_one_more_is_not(ring):
 
 @pytest.mark.parametrize("kwargs", [
     {"n_readers": 256}, {"slot_bytes": 128}, {"slots": 2}, {"max_message_bytes": 1},
+    {"max_message_bytes": 1 << 62},
     {"spin_us": 1_000_000}, {"spin_us": 0}, {"slice_us": 100}, {"slice_us": 100_000}, {"slice_us": 0},
 ])
 def test_the_last_valid_writer_arguments_make_a_working_queue(kwargs):
@@ -278,6 +279,7 @@ def test_the_last_valid_writer_arguments_make_a_working_queue(kwargs):
     ({"slot_bytes": 129}, "slot_bytes must be a multiple of 64, got 129"),
     ({"slots": 1}, "slots must be in 2"),
     ({"max_message_bytes": 0}, "max_message_bytes must be in 1"),
+    ({"max_message_bytes": (1 << 62) + 1}, "max_message_bytes must be in 1..4611686018427387904, got 4611686018427387905"),
     ({"spin_us": 1_000_001}, "spin_us must be in 0..1000000, got 1000001"),
     ({"spin_us": -1}, "spin_us must be in 0..1000000, got -1"),
     ({"slice_us": 99}, "slice_us must be 0 .off. or 100..100000, got 99"),

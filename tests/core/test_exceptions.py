@@ -194,3 +194,14 @@ def test_a_full_dev_shm_says_how_much_the_queue_needs(slot_bytes, slots, need):
     err, text = p.stdout.split(" ", 1)
     assert int(err) == errno.ENOSPC
     assert f"this queue needs {need}, 2.0 MiB is free" in text, text
+
+
+def test_recv_like_get_waits_for_ready_first(transport):
+    """A writer that closes before its queue was ready: recv, as get, says so."""
+    w = rdmaq.Writer(1, transport=transport)
+    r = rdmaq.Reader(w.handle, 0)
+    w.close()
+    for call in (r.recv, r.get):
+        with pytest.raises(rdmaq.PeerClosedError, match="writer closed the queue before it was ready"):
+            call(timeout=TIMEOUT)
+    r.close()
