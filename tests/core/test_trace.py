@@ -24,7 +24,8 @@ def test_a_put_and_the_get_of_its_message_in_order(transport):
         # the reader's start is the writer's stamp: taken when its records began to go out
         assert wt["start_ns"] <= rt["start_ns"] <= wt["mid_ns"]
         assert rt["start_ns"] <= rt["mid_ns"] <= rt["end_ns"] <= time.monotonic_ns()
-        assert rt["how"] == "ready"  # the message was there when get looked
+        # shm: the message was there when get looked; verbs: an RDMA write may still land
+        assert rt["how"] == "ready" if transport == "shm" else rt["how"] in HOWS
         r.close()
 
 
