@@ -43,15 +43,20 @@ struct rdmaq_sched_attr {
 
 struct rdmaq_slice {
 	uint32_t want_ns; /* 0: never ask */
-	bool restore;	  /* the thread's own slice back after waking */
-	bool applied;	  /* asked for in the current block */
-	struct rdmaq_sched_attr saved;
+	bool restore;	  /* the thread's own slice back after every wake-up */
+	/* ... or only after a sleep this long (0: never): see rdmaq_slice_leave */
+	int64_t restore_after_ns;
+	bool applied; /* asked for in the current block */
 };
 
 /* Ask for the short slice before blocking: 1 applied, 0 not (off, unsupported, other policy). */
 int rdmaq_slice_enter(struct rdmaq_slice *s);
-/* After waking: restore the thread's own slice if the slice asks for it. */
-void rdmaq_slice_leave(struct rdmaq_slice *s);
+/*
+ * After waking from a sleep of `slept_ns`: give the thread its own slice
+ * back if the slice asks for it (restore, or a sleep of restore_after_ns
+ * or more); else keep the short one.
+ */
+void rdmaq_slice_leave(struct rdmaq_slice *s, int64_t slept_ns);
 /* The slice in effect for this endpoint's blocks: want_ns, or 0 when the kernel refuses it. */
 uint32_t rdmaq_slice_effective(const struct rdmaq_slice *s);
 

@@ -24,6 +24,8 @@
  * that lands while we spin interrupts no system call.
  */
 #define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,7 +78,34 @@ int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_conf
 	wt->anticipate = wc->anticipate != 0;
 	wt->main_returns = wc->main_returns != 0;
 	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
+	rdmaq_waiter_from_env(wt);
 	return 0;
+}
+
+/* A non-negative integer from the environment, or `dflt` when unset or malformed. */
+static long long env_ll(const char *name, long long dflt)
+{
+	const char *v = getenv(name);
+	char *end;
+	long long n;
+
+	if (!v || !*v)
+		return dflt;
+	n = strtoll(v, &end, 10);
+	return *end || n < 0 ? dflt : n;
+}
+
+/*
+ * Behaviours under evaluation, chosen per process from the environment so
+ * that one benchmark run can compare them (docs/benchmarks.md):
+ * RDMAQ_RESTORE_SLICE_AFTER_US=N gives the thread its own slice back after
+ * a sleep of N µs or more (keeps the short one after shorter sleeps);
+ * RDMAQ_BLOCK_PIN=1 keeps a blocked thread on the CPU it blocked on.
+ */
+void rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
+{
+	wt->slice.restore_after_ns = env_ll("RDMAQ_RESTORE_SLICE_AFTER_US", 0) * 1000;
+	wt->block_pin = env_ll("RDMAQ_BLOCK_PIN", 0) != 0;
 }
 
 /* Signal handlers run on the main thread only; it must come back to them. */
@@ -239,7 +268,7 @@ static int rdmaq_wait_nap(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad, rd
 	wt->stats->naps++;
 	rdmaq_slice_enter(&wt->slice);
 	ret = rdmaq_block_once(wt, cond, arg, deadline, win->sleep_until - now, &blocked);
-	rdmaq_slice_leave(&wt->slice);
+	rdmaq_slice_leave(&wt->slice, rdmaq_now_ns() - now);
 	now = rdmaq_now_ns();
 	if (ret > 0) {
 		/* Early: the writer's wake-up beat the window. */
@@ -329,11 +358,28 @@ int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad
 	return ret < 0 ? ret : !ret;
 }
 
+/*
+ * RDMAQ_BLOCK_PIN: allow the thread only the CPU it is on (*saved: its own
+ * mask), so a wake-up cannot move it; true when pinned.
+ */
+static bool rdmaq_pin_here(cpu_set_t *saved)
+{
+	cpu_set_t one;
+	int cpu = sched_getcpu();
+
+	if (cpu < 0 || sched_getaffinity(0, sizeof(*saved), saved) || CPU_COUNT(saved) < 2)
+		return false;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	return sched_setaffinity(0, sizeof(one), &one) == 0;
+}
+
 static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
 			       int64_t deadline)
 {
 	int64_t start = rdmaq_now_ns(), last_check = start;
-	bool blocked;
+	cpu_set_t cpus;
+	bool blocked, pinned;
 	int ret;
 
 	if (wt->before_block) {
@@ -342,6 +388,7 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 			return ret;
 	}
 	rdmaq_slice_enter(&wt->slice);
+	pinned = wt->block_pin && rdmaq_pin_here(&cpus);
 	for (;;) {
 		int64_t now = rdmaq_now_ns();
 		int64_t slice = RDMAQ_PEER_CHECK_NS - (now - last_check);
@@ -379,7 +426,9 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 			}
 		}
 	}
-	rdmaq_slice_leave(&wt->slice);
+	if (pinned)
+		sched_setaffinity(0, sizeof(cpus), &cpus);
+	rdmaq_slice_leave(&wt->slice, rdmaq_now_ns() - start);
 	return ret;
 }
 

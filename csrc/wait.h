@@ -49,6 +49,7 @@ struct rdmaq_waiter {
 	int cancelled;	   /* set by another thread: fail with -ECANCELED */
 	bool anticipate;   /* readers: use the cadence (rdmaq_wait_next) */
 	bool main_returns; /* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
+	bool block_pin;	   /* while blocked, runs only on the CPU it blocked on */
 	struct rdmaq_slice slice;
 	int64_t met_ns; /* when the last wait's condition was seen to hold */
 	enum rdmaq_wait_how how;
@@ -60,6 +61,8 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 		       uint32_t spin_ns, struct rdmaq_stats *stats);
 /* Apply a user's wait configuration; -EINVAL (nothing changed) when it is out of range. */
 int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc);
+/* The behaviours under evaluation that the environment selects (wait.c says which). */
+void rdmaq_waiter_from_env(struct rdmaq_waiter *wt);
 
 /*
  * Returns 1 when the condition holds, 0 to keep waiting, or a negative
