@@ -40,6 +40,7 @@ def _fail(conn) -> None:
 def writer_main(conn, adapter, n_readers, cpus) -> None:
     try:
         pin(cpus)
+        adapter.apply_env()
         adapter.prepare()
         conn.send(("imported", os.getpid()))
         w, handle = adapter.create_writer(n_readers)
@@ -113,6 +114,7 @@ def write_subrun(send, sub, tracer=None) -> dict:
 def reader_main(conn, adapter, index, cpus) -> None:
     try:
         pin(cpus)
+        adapter.apply_env()
         adapter.prepare()
         conn.send(("imported", os.getpid()))
         cmd = conn.recv()
