@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import re
+import signal
 import sys
 import time
 
 from rdmaq.cli import ArgumentParser, fail, missing_package
 
 from . import machine
-from .queues import ADAPTERS, make_adapter
+from .queues import ADAPTERS, make_adapter, parse_queue
 
-DEFAULT_QUEUES = "rdmaq-shm,rdmaq-verbs,vllm"
+DEFAULT_QUEUES = "rdmaq-shm,rdmaq-verbs,vllm,vllm-spinloop"
 SCHEMA = "rdmaq-bench/1"
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmM]?)[bB]?\s*$")
@@ -90,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "`rdmaq bench serve --help`: vLLM serving latency with each queue.")
     p.add_argument("--queues", default=DEFAULT_QUEUES,
                    help=f"comma list from {', '.join(ADAPTERS)} (default: %(default)s; "
-                        "unavailable ones are skipped with a message)")
+                        "unavailable ones are skipped with a message); QUEUE@NAME=VALUE[@...] runs a "
+                        "variant with those environment variables in its processes, e.g. "
+                        "rdmaq-shm@RDMAQ_RESTORE_SLICE=1")
     p.add_argument("--readers", default="4,8", help="reader counts, e.g. 1,2,4,8 (default %(default)s)")
     p.add_argument("--sizes", default="64,2K,40K,1M", help="payload sizes (default %(default)s)")
     p.add_argument("--pace", default="0,1ms,10ms",
@@ -116,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stages", action="store_true",
                    help="also record rdmaq's per-stage timestamps (serialize, copy, publish, wake, "
                         "copy out, deserialize) and report their medians")
+    p.add_argument("--sched-trace", metavar="DIR",
+                   help="root only: trace the scheduler (tracefs sched_waking/wakeup/switch/migrate_task, "
+                        "all CPUs) during every sub-run and explain the slowest 1%% of messages from it; "
+                        "summaries go to stderr and DIR/schedtrace.txt, raw excerpts to DIR/excerpts.txt")
+    p.add_argument("--sched-trace-kb", type=int, default=None, metavar="KB",
+                   help="trace buffer per CPU (default 4096)")
     p.add_argument("--idle-window", type=float, default=3.0,
                    help="seconds of the idle CPU measurement per cell (default %(default)s)")
     p.add_argument("--json", metavar="FILE", help="write every figure and the machine description here")
@@ -157,17 +167,27 @@ def make_subruns(sizes, paces, args) -> list[dict]:
     return subs
 
 
-def _progress_factory(stream):
+def _progress_factory(stream, trace_dir=None):
     from .report import pace_label, size_label
 
     def progress(cell, s, k, total):
         lm = s["latency_max_over_readers"] or {}
         p50, p99 = lm.get("p50_us"), lm.get("p99_us")
+        head = (f"[{k + 1}/{total}] {cell['queue']} rd={cell['readers']} att={cell['attackers']} "
+                f"{size_label(s['size'])} {pace_label(s['pace_ns'])}")
         stream.write(
-            f"  [{k + 1}/{total}] {cell['queue']} rd={cell['readers']} att={cell['attackers']} "
-            f"{size_label(s['size'])} {pace_label(s['pace_ns'])}: n={s['measured']} "
+            f"  {head}: n={s['measured']} "
             f"p50={'-' if p50 is None else f'{p50:.1f}'}us p99={'-' if p99 is None else f'{p99:.1f}'}us"
             + (f" ERRORS {s['errors'][:2]}" if s["errors"] else "") + "\n")
+        st = s.get("sched_trace")
+        if st is not None and trace_dir:
+            # the raw excerpts go to their own file; the JSON keeps the summary
+            with open(os.path.join(trace_dir, "excerpts.txt"), "a") as f:
+                f.write(f"=== {head}\n" + "\n".join(st.pop("excerpts", [])) + "\n")
+            text = f"=== {head}: p50 {p50 and round(p50)} p99 {p99 and round(p99)} us\n{st['text']}\n"
+            with open(os.path.join(trace_dir, "schedtrace.txt"), "a") as f:
+                f.write(text)
+            stream.write(text)
         stream.flush()
     return progress
 
@@ -208,6 +228,26 @@ def _write_json(path, result) -> None:
     os.replace(tmp, path)
 
 
+@contextlib.contextmanager
+def _sched_tracer(args):
+    """The tracefs instance for --sched-trace (None without it), removed however the run ends:
+    SIGTERM and SIGHUP become SystemExit here so that the removal runs."""
+    if not args.sched_trace:
+        yield None
+        return
+    from .schedtrace import DEFAULT_BUFFER_KB, Tracer
+
+    def leave(signum, _frame):
+        raise SystemExit(128 + signum)
+    old = {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with Tracer(args.sched_trace_kb or DEFAULT_BUFFER_KB) as tracer:
+            yield tracer
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"]:  # end-to-end vLLM serving benchmark: its own options
@@ -230,8 +270,12 @@ def main(argv=None) -> int:
         parser.error(str(e))
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     for q in queues:
-        if q not in ADAPTERS:
-            parser.error(f"unknown queue {q!r}; choose from {', '.join(ADAPTERS)}")
+        try:
+            parse_queue(q)
+        except ValueError as e:
+            parser.error(str(e))
+    if args.sched_trace_kb is not None and args.sched_trace_kb < 64:
+        parser.error("--sched-trace-kb must be >= 64")
     if args.messages is not None and args.messages < 1:
         parser.error("--messages must be >= 1")
     if args.warmup is not None and args.warmup < 0:
@@ -241,6 +285,14 @@ def main(argv=None) -> int:
     for flag, path in (("--json", args.json), ("--plot", args.plot)):
         if path:
             _check_output_path(parser, flag, path)
+    if args.sched_trace and not args.from_json:
+        from .schedtrace import unavailable
+
+        why = unavailable()
+        if why:
+            parser.error(f"--sched-trace: {why}")
+        os.makedirs(args.sched_trace, exist_ok=True)
+        _check_output_path(parser, "--sched-trace", os.path.join(args.sched_trace, "x"))
     missing = _missing_packages(args)
     if missing:
         return fail(PROG, missing_package(missing[0], "bench"))
@@ -307,25 +359,26 @@ def main(argv=None) -> int:
         "cdf_q": CDF_Q,
         "cells": [],
     }
-    progress = _progress_factory(sys.stderr)
+    progress = _progress_factory(sys.stderr, args.sched_trace)
     plan = [(rd, att, q) for rd in readers for att in attackers for q in usable]
     failed = 0
     t0 = time.monotonic()
-    for i, (rd, att, q) in enumerate(plan):
-        print(f"rdmaq bench: cell {i + 1}/{len(plan)}: {q}, {rd} readers, cpus {args.cpus}, "
-              f"{att} {args.attacker_policy} attackers"
-              f"{', tokenizer attacker' if args.tokenizer_attacker else ''} "
-              f"({time.monotonic() - t0:.0f} s so far)", file=sys.stderr, flush=True)
-        cell, _ = run_cell(q, rd, cpus, att, args.tokenizer_attacker, subruns, args.idle_window, progress,
-                           attacker_policy=args.attacker_policy)
-        if cell["error"]:
-            failed += 1
-            print(f"rdmaq bench: cell failed: {cell['error']}", file=sys.stderr, flush=True)
-        elif any(s["errors"] for s in cell["subruns"]):
-            failed += 1
-        result["cells"].append(cell)
-        if args.json:  # keep what is measured so far, should a later cell take the run down
-            _write_json(args.json, result)
+    with _sched_tracer(args) as tracer:
+        for i, (rd, att, q) in enumerate(plan):
+            print(f"rdmaq bench: cell {i + 1}/{len(plan)}: {q}, {rd} readers, cpus {args.cpus}, "
+                  f"{att} {args.attacker_policy} attackers"
+                  f"{', tokenizer attacker' if args.tokenizer_attacker else ''} "
+                  f"({time.monotonic() - t0:.0f} s so far)", file=sys.stderr, flush=True)
+            cell, _ = run_cell(q, rd, cpus, att, args.tokenizer_attacker, subruns, args.idle_window,
+                               progress, attacker_policy=args.attacker_policy, tracer=tracer)
+            if cell["error"]:
+                failed += 1
+                print(f"rdmaq bench: cell failed: {cell['error']}", file=sys.stderr, flush=True)
+            elif any(s["errors"] for s in cell["subruns"]):
+                failed += 1
+            result["cells"].append(cell)
+            if args.json:  # keep what is measured so far, should a later cell take the run down
+                _write_json(args.json, result)
     result["machine"]["loadavg_end"] = list(os.getloadavg())
     result["machine"]["time_end"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     result["elapsed_s"] = time.monotonic() - t0

@@ -103,8 +103,11 @@ def _psutil_cpu_s(pid):
 
 
 def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_s, progress,
-             attacker_policy="normal"):
-    """Return the cell's figures (JSON-ready) and, per sub-run, max-over-readers latencies (ns)."""
+             attacker_policy="normal", tracer=None):
+    """Return the cell's figures (JSON-ready) and, per sub-run, max-over-readers latencies (ns).
+
+    With a tracer (schedtrace.Tracer), each sub-run is traced and the trace read against its
+    messages: figures["sched_trace"]."""
     ctx = mp.get_context("spawn")
     adapter = make_adapter(queue)
     cell = {
@@ -154,7 +157,12 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
 
         att_pids = [h.pid for h in hogs] + ([tok.process.pid] if tok else [])
         att_cpu0, att_t0 = _cpu_s(att_pids), time.monotonic()
+        roles = {"writer": writer.pid, "readers": [r.pid for r in readers],
+                 "hogs": [h.pid for h in hogs], "tok": tok.process.pid if tok else None,
+                 "bench": os.getpid()}
         for k, sub in enumerate(subruns):
+            if tracer:
+                tracer.start()
             for r in readers:
                 r.conn.send(("run", sub))
             writer.conn.send(("run", sub))
@@ -163,6 +171,11 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
             figures, lat_max = analyze(wres, rres)
             figures = {"size": sub["size"], "pace_ns": sub["pace_ns"], "warmup": sub["warmup"],
                        **figures}
+            if tracer:
+                from .schedtrace import analyze_subrun
+
+                text, lost = tracer.stop()
+                figures["sched_trace"] = analyze_subrun(text, lost, wres, rres, roles)
             if figures.get("throughput_msgs_per_s"):
                 figures["throughput_MB_per_s"] = figures["throughput_msgs_per_s"] * sub["size"] / 1e6
             cell["subruns"].append(figures)
