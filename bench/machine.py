@@ -132,7 +132,23 @@ def sched_settings() -> dict:
     if cfg:
         out["config"] = cfg
     out["cpuidle_driver"] = _read("/sys/devices/system/cpu/cpuidle/current_driver")
+    out["dynamic_preempt"] = _boot_line("Dynamic Preempt:")
     return out
+
+
+def _boot_line(prefix: str) -> str | None:
+    """The kernel log's line starting with `prefix` (e.g. the preemption model chosen at boot)."""
+    import subprocess
+
+    try:
+        log = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in log.splitlines():
+        i = line.find(prefix)
+        if i >= 0:
+            return line[i + len(prefix):].strip()
+    return None
 
 
 def _kernel_config(names) -> dict:
