@@ -1,10 +1,12 @@
 """A few lines per sub-run of `rdmaq bench --json` results: what fits a short console.
 
-    python3 bench/device/digest.py RESULT.json [...]
+    python3 bench/device/digest.py [--medians] RESULT.json [...]
 
 Per file: the machine's scheduler settings; per cell and sub-run: p50/p99/p99.9 (µs, max over
 readers), reader CPU, the ratios against the better vLLM variant; with --sched-trace, what the
-slowest 1 % waited for (the trace's summary of them) and the worst message.
+slowest 1 % waited for (the trace's summary of them) and the worst message.  --medians: per
+queue and setting only the medians of the paced sub-runs' ratios (what the targets are set on),
+the reader CPU and the idle window's.
 """
 
 from __future__ import annotations
@@ -29,7 +31,38 @@ def _pace(ns):
     return "b2b" if not ns else f"{ns / 1e6:g}ms"
 
 
-def digest(path: str) -> str:
+def medians(res: dict) -> list[str]:
+    """Per queue, reader count and attackers: medians (min-max) of the paced ratios, CPU."""
+    import statistics
+
+    out = []
+    groups: dict = {}
+    for r in res.get("ratios", []):
+        if r["pace_ns"]:
+            groups.setdefault((r["queue"], r["readers"], r["attackers"]), []).append(r)
+    cells = {(c["queue"], c["readers"], c["attackers"]): c for c in res["cells"]}
+    for key, rs in groups.items():
+        parts = []
+        for k in ("p50_ratio", "p99_ratio", "p999_ratio"):
+            v = [r[k] for r in rs if r[k] is not None]
+            if v:
+                parts.append(f"{k.split('_')[0]} {statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})")
+        spin = sum(r.get("against", {}).get("p99_us") == "vllm-spinloop" for r in rs)
+        c = cells.get(key, {})
+        cpu = {}
+        for s in c.get("subruns", []):
+            if s["pace_ns"] and s.get("reader_cpu_busy_frac_mean") is not None:
+                cpu[s["pace_ns"]] = max(cpu.get(s["pace_ns"], 0), s["reader_cpu_busy_frac_mean"])
+        idle = c.get("idle") or {}
+        out.append(f"{key[0]} TP={key[1]} att={key[2]}: median of {len(rs)} paced cells {', '.join(parts)}; "
+                   f"p99 against spinloop in {spin}; rdCPU max "
+                   + " ".join(f"{_pace(p)} {100 * v:.1f}%" for p, v in sorted(cpu.items()))
+                   + (f"; idle {100 * idle['reader_cpu_frac_early_mean']:.2f}%/"
+                      f"{100 * idle['reader_cpu_frac_late_mean']:.2f}%" if idle else ""))
+    return out
+
+
+def digest(path: str, only_medians: bool = False) -> str:
     with open(path) as f:
         res = json.load(f)
     m = res["machine"]
@@ -45,6 +78,8 @@ def digest(path: str) -> str:
            f"   preempt {sch.get('dynamic_preempt')} ({sch.get('preempt')}), base_slice_ns "
            f"{sch.get('base_slice_ns')}, HZ {sch.get('config', {}).get('CONFIG_HZ')}, autogroup "
            f"{sch.get('sched_autogroup_enabled')}, idle {sch.get('cpuidle_driver')}; features: {feats}"]
+    if only_medians:
+        return "\n".join(out + medians(res))
     ratios = {(r["queue"], r["readers"], r["attackers"], r["size"], r["pace_ns"]): r for r in res.get("ratios", [])}
     for c in res["cells"]:
         if c.get("error"):
@@ -98,6 +133,9 @@ def digest(path: str) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    only = "--medians" in args
+    files = [a for a in args if a != "--medians"]
+    if not files:
         sys.exit(__doc__)
-    print("\n".join(digest(p) for p in sys.argv[1:]))
+    print("\n".join(digest(p, only) for p in files))
