@@ -346,13 +346,14 @@ int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad
 			      rdmaq_cond_fn cond, void *arg, int64_t deadline,
 			      struct rdmaq_cad_window *win)
 {
-	bool busy_counted = false;
 	int ret;
 
+	wt->busy_noted = false;
 	ret = cond(arg);
 	if (ret)
 		return ret < 0 ? ret : 0;
-	if (!rdmaq_wait_plan(wt, cad, win, &busy_counted))
+	/* A busy CPU found here is the next wait's: it counts once (busy_noted). */
+	if (!rdmaq_wait_plan(wt, cad, win, &wt->busy_noted))
 		return 0;
 	ret = rdmaq_wait_nap(wt, cad, cond, arg, deadline, win);
 	return ret < 0 ? ret : !ret;
@@ -437,9 +438,10 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 			    int64_t deadline)
 {
 	struct rdmaq_cad_window win;
-	bool busy_counted = false;
+	bool busy_counted = wt->busy_noted;
 	int ret;
 
+	wt->busy_noted = false;
 	ret = cond(arg);
 	if (ret)
 		return ret < 0 ? ret : rdmaq_wait_met(wt, RDMAQ_HOW_READY, 0);

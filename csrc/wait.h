@@ -50,6 +50,7 @@ struct rdmaq_waiter {
 	bool anticipate;   /* readers: use the cadence (rdmaq_wait_next) */
 	bool main_returns; /* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
 	bool block_pin;	   /* while blocked, runs only on the CPU it blocked on */
+	bool busy_noted;   /* the nap before this wait counted stats->busy already */
 	struct rdmaq_slice slice;
 	int64_t met_ns; /* when the last wait's condition was seen to hold */
 	enum rdmaq_wait_how how;

@@ -14,10 +14,12 @@
 
 #define SPIN_MAX_NS 1000000U /* 1 ms: a failed full spin costs little here */
 
+static bool cpu_busy; /* what rdmaq_cpu_busy() says: the tests choose */
+
 bool rdmaq_cpu_busy(int64_t now_ns)
 {
 	(void)now_ns;
-	return false;
+	return cpu_busy;
 }
 
 /* A message that lands after `due` looks at the ring, or when the reader blocks. */
@@ -126,10 +128,36 @@ static void test_no_spin_budget_never_spins(void)
 	CHECK(msg.looks == 3);
 }
 
+/*
+ * A get naps first (rdmaq_wait_prepare_window), then waits: an oversubscribed
+ * CPU seen by both is one get that did not spin, counted once.
+ */
+static void test_a_busy_cpu_counts_once_per_get(void)
+{
+	struct rdmaq_cad_window win;
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	rdmaq_cadence_init(&cad);
+	cpu_busy = true;
+	for (int i = 0; i < 8; i++) {
+		msg = (struct message){ .due = 0 };
+		CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_landed, &msg, -1, &win) == 0);
+		CHECK(rdmaq_wait_next(&wt, &cad, NULL, message_landed, &msg, -1) == 0);
+	}
+	CHECK(stats.busy == 8 && stats.sleeps == 8 && stats.spins == 0);
+	/* A wait without a nap before it counts for itself. */
+	one_wait(&wt, 0);
+	CHECK(stats.busy == 9);
+	cpu_busy = false;
+}
+
 int main(void)
 {
 	test_waits_that_block_shrink_the_spin_to_the_minimum();
 	test_a_spin_that_finds_its_message_never_blocks();
 	test_no_spin_budget_never_spins();
+	test_a_busy_cpu_counts_once_per_get();
 	return check_report("wait");
 }
