@@ -161,14 +161,6 @@ class Tracer:
 
 # ---- parsing -----------------------------------------------------------------------------------
 
-_LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
-                   r"(?P<sec>\d+)\.(?P<usec>\d+): (?P<ev>\w+): (?P<rest>.*)$")
-_WAKE = re.compile(r"comm=(?P<comm>.*) pid=(?P<pid>\d+) prio=\d+ target_cpu=(?P<target>\d+)")
-_SWITCH = re.compile(r"prev_comm=(?P<pc>.*) prev_pid=(?P<pp>\d+) prev_prio=\d+ prev_state=(?P<ps>\S+) "
-                     r"==> next_comm=(?P<nc>.*) next_pid=(?P<np>\d+) next_prio=\d+")
-_MIGRATE = re.compile(r"comm=(?P<comm>.*) pid=(?P<pid>\d+) prio=\d+ orig_cpu=(?P<o>\d+) dest_cpu=(?P<d>\d+)")
-
-
 @dataclass
 class Trace:
     """The parsed events: per task, what happened to it; per CPU, what it ran."""
@@ -185,54 +177,67 @@ class Trace:
     t_last: int = 0
 
 
+def _fields(part: str, n: int) -> list[str]:
+    """The last n space-separated key=value fields' values (a comm may hold spaces)."""
+    return [f.partition("=")[2] for f in part.rsplit(" ", n)[1:]]
+
+
 def parse(text: str, keep_lines: bool = True) -> Trace:
+    """tracefs text (irq-info off) into a Trace.  Plain string splitting: a sub-run under
+    16 hogs is a few hundred thousand lines."""
     tr = Trace()
+    task, cpus, comm, lines = tr.task, tr.cpu, tr.comm, tr.lines
     for raw in text.splitlines():
         if not raw or raw[0] == "#":
             continue
-        m = _LINE.match(raw)
-        if not m:
-            continue
-        t = int(m["sec"]) * 1_000_000_000 + int(m["usec"].ljust(6, "0")[:6]) * 1000
-        ev, rest, cpu, cur = m["ev"], m["rest"], int(m["cpu"]), int(m["pid"])
-        if ev == "sched_switch":
-            s = _SWITCH.match(rest)
-            if not s:
-                continue
-            pp, np_ = int(s["pp"]), int(s["np"])
-            tr.comm[pp], tr.comm[np_] = s["pc"], s["nc"]
-            tr.task[pp].append((t, "out", cpu, s["ps"]))
-            tr.task[np_].append((t, "in", cpu, pp))
-            tr.cpu[cpu].append((t, pp, s["ps"], np_))
-        elif ev in ("sched_waking", "sched_wakeup"):
-            s = _WAKE.match(rest)
-            if not s:
-                continue
-            pid = int(s["pid"])
-            tr.comm[pid] = s["comm"]
-            if ev == "sched_waking":
-                tr.task[pid].append((t, "waking", cpu, cur))
+        head, _, tail = raw.partition("] ")
+        who, _, cpu_s = head.rpartition("[")
+        ts, _, tail = tail.partition(": ")
+        ev, _, rest = tail.partition(": ")
+        try:
+            sec, _, usec = ts.strip().rpartition(" ")[2].partition(".")
+            t = int(sec) * 1_000_000_000 + int(usec.ljust(6, "0")[:6]) * 1000
+            cpu = int(cpu_s)
+            cur_comm, _, cur_s = who.strip().rpartition("-")
+            cur = int(cur_s)
+            if ev == "sched_switch":
+                prev, _, nxt = rest.partition(" ==> ")
+                pc = prev.rsplit(" ", 3)[0].partition("=")[2]
+                pp, _prio, ps = _fields(prev, 3)
+                nc = nxt.rsplit(" ", 2)[0].partition("=")[2]
+                np_, _nprio = _fields(nxt, 2)
+                pp_i, np_i = int(pp), int(np_)
+                comm[pp_i], comm[np_i] = pc, nc
+                task[pp_i].append((t, "out", cpu, ps))
+                task[np_i].append((t, "in", cpu, pp_i))
+                cpus[cpu].append((t, pp_i, ps, np_i))
+            elif ev == "sched_waking" or ev == "sched_wakeup":
+                c = rest.rsplit(" ", 3)[0].partition("=")[2]
+                pid_s, _prio, target = _fields(rest, 3)
+                pid = int(pid_s)
+                comm[pid] = c
+                if ev == "sched_waking":
+                    task[pid].append((t, "waking", cpu, cur))
+                else:
+                    task[pid].append((t, "wakeup", int(target), 0))
+            elif ev == "sched_migrate_task":
+                pid_s, _prio, orig, dest = _fields(rest, 4)
+                task[int(pid_s)].append((t, "migrate", int(orig), int(dest)))
             else:
-                tr.task[pid].append((t, "wakeup", int(s["target"]), 0))
-        elif ev == "sched_migrate_task":
-            s = _MIGRATE.match(rest)
-            if not s:
                 continue
-            pid = int(s["pid"])
-            tr.task[pid].append((t, "migrate", int(s["o"]), int(s["d"])))
-        else:
-            continue
-        tr.comm.setdefault(cur, m["comm"])
+        except ValueError:
+            continue  # a line of another shape (a lost-events marker...)
+        comm.setdefault(cur, cur_comm)
         tr.n_events += 1
         if not tr.t_first:
             tr.t_first = t
         tr.t_last = t
         if keep_lines:
-            tr.lines.append((t, raw.strip()))
-    # the per-CPU files are merged by time already; keep the order stable for equal stamps
-    for lst in tr.task.values():
+            lines.append((t, raw.strip()))
+    # the per-CPU buffers are merged by time already; keep the order stable for equal stamps
+    for lst in task.values():
         lst.sort(key=lambda e: e[0])
-    for lst in tr.cpu.values():
+    for lst in cpus.values():
         lst.sort(key=lambda e: e[0])
     return tr
 
@@ -347,10 +352,11 @@ def follow(tr: Trace, pid: int, t0: int, t1: int) -> Path:
         if kind == "waking":
             if p.waking is None:
                 p.waking = (ts, a, b)
-                j = bisect.bisect_left(ev, ts, key=lambda e: e[0])
-                out = next((e for e in reversed(ev[:j]) if e[1] == "out"), None)
-                if out is not None and not out[3].startswith("R"):
-                    p.slept = ts - out[0]
+                j = i - 2  # the event before this one
+                while j >= 0 and ev[j][1] != "out":
+                    j -= 1
+                if j >= 0 and not ev[j][3].startswith("R"):
+                    p.slept = ts - ev[j][0]
             if state == "asleep":
                 state = "waking"
         elif kind == "wakeup":
