@@ -49,7 +49,7 @@ def medians(res: dict) -> list[str]:
                 parts.append(f"{k.split('_')[0]} {statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})")
         spin = sum(r.get("against", {}).get("p99_us") == "vllm-spinloop" for r in rs)
         c = cells.get(key, {})
-        cpu = {}
+        cpu: dict = {}
         for s in c.get("subruns", []):
             if s["pace_ns"] and s.get("reader_cpu_busy_frac_mean") is not None:
                 cpu[s["pace_ns"]] = max(cpu.get(s["pace_ns"], 0), s["reader_cpu_busy_frac_mean"])
