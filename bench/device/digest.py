@@ -103,7 +103,7 @@ def digest(path: str, only_medians: bool = False) -> str:
                        f"p50/p99/p99.9 {_f(lm.get('p50_us'))}/{_f(lm.get('p99_us'))}/{_f(lm.get('p999_us'))} us "
                        f"rdCPU {_f(100 * (s.get('reader_cpu_busy_frac_mean') or 0), '{:.1f}')}%{rat}"
                        + waits)
-            st = s.get("sched_trace")
+            st = s.get("sched_trace") if c["queue"].startswith("rdmaq") else None  # vLLM's readers spin
             if not st or "slowest" not in st:
                 if st:
                     out.append(f"   trace: {st.get('text', '')[:200]}")
