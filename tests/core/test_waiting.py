@@ -11,13 +11,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 
 import rdmaq
 from children import CTX, TIMEOUT
-from observe import in_thread
+from observe import blocked_call, in_thread
 from rdmaq._rdmaq import lib
 
 SYS_SCHED_GETATTR = 315  # x86-64
@@ -95,6 +96,60 @@ def test_restore_slice_gives_the_thread_its_own_back():
     before, after, stats = _blocked_get_then_slice(restore_slice=True)
     assert stats["sleeps"] >= 1
     assert after == before != SLICE_NS
+
+
+def test_slice_given_back_only_after_a_long_sleep(monkeypatch):
+    """RDMAQ_RESTORE_SLICE_AFTER_US: a get that slept at least that long gives the thread
+    its own slice back; one that slept less keeps the short one."""
+    monkeypatch.setenv("RDMAQ_RESTORE_SLICE_AFTER_US", "100000")  # 0.1 s
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+
+        def body():
+            before = _thread_slice_ns()
+            with pytest.raises(TimeoutError):
+                r.get(timeout=0.01)  # blocks, but for less than the threshold
+            short = _thread_slice_ns()
+            with pytest.raises(TimeoutError):
+                r.get(timeout=0.3)  # blocks past it
+            return before, short, _thread_slice_ns(), r.stats
+
+        box = _in_thread(body)
+        r.close()
+    before, short, after, stats = box["value"]
+    assert stats["sleeps"] >= 2
+    if _kernel_honours_slices():
+        assert short == SLICE_NS != before and after == before
+    else:
+        assert short == after == before
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to pin to")
+def test_block_pin_holds_a_blocked_thread_on_one_cpu_then_gives_its_cpus_back(monkeypatch):
+    """RDMAQ_BLOCK_PIN: while a get is blocked its thread may run on one CPU only; once it
+    returns, on all it had before."""
+    monkeypatch.setenv("RDMAQ_BLOCK_PIN", "1")
+    before = os.sched_getaffinity(0)
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+        tid = []
+
+        def get():
+            tid.append(threading.get_native_id())
+            got = r.get(timeout=TIMEOUT)
+            return got, os.sched_getaffinity(0)
+
+        t, box = blocked_call(r, get, "get on an empty ring")
+        pinned = os.sched_getaffinity(tid[0])  # the blocked thread's, from outside
+        w.put(b"x", timeout=TIMEOUT)
+        t.join(TIMEOUT)
+        r.close()
+    got, after = box["value"]
+    assert got == b"x"
+    assert len(pinned) == 1 and pinned <= before
+    assert after == before
 
 
 def test_slice_off_leaves_the_thread_alone():
