@@ -9,19 +9,69 @@
 
 void rdmaq_cadence_init(struct rdmaq_cadence *c)
 {
-	*c = (struct rdmaq_cadence){ .backoff = RDMAQ_CAD_BACKOFF_MIN };
+	*c = (struct rdmaq_cadence){
+		.keep = RDMAQ_CAD_WINDOW,
+		.budget_div = RDMAQ_CAD_BUDGET_DIV,
+		.backoff = RDMAQ_CAD_BACKOFF_MIN,
+	};
+}
+
+void rdmaq_cadence_configure(struct rdmaq_cadence *c, uint32_t keep, uint32_t budget_div,
+			     int64_t early_ns)
+{
+	c->early_ns = early_ns > 0 ? early_ns : 0;
+	if (keep < RDMAQ_CAD_MIN_SEEN)
+		keep = RDMAQ_CAD_MIN_SEEN;
+	if (keep > RDMAQ_CAD_HISTORY_MAX)
+		keep = RDMAQ_CAD_HISTORY_MAX;
+	c->budget_div = budget_div ? budget_div : 1;
+	if (keep == c->keep)
+		return;
+	c->keep = keep;
+	c->n = c->pos = 0;
+}
+
+/* Index of the first of v[0..n) not below x (v sorted). */
+static uint32_t lower_bound(const int64_t *v, uint32_t n, int64_t x)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Add an interval; past `keep` of them the oldest leaves both the ring and the sorted copy. */
+static void cadence_push(struct rdmaq_cadence *c, int64_t iv)
+{
+	int64_t *s = c->sorted;
+	uint32_t i;
+
+	if (c->n == c->keep) {
+		i = lower_bound(s, c->n, c->iv[c->pos]);
+		memmove(&s[i], &s[i + 1], (c->n - i - 1) * sizeof(s[0]));
+		c->n--;
+	}
+	i = lower_bound(s, c->n, iv);
+	memmove(&s[i + 1], &s[i], (c->n - i) * sizeof(s[0]));
+	s[i] = iv;
+	c->n++;
+	c->iv[c->pos] = iv;
+	c->pos = (c->pos + 1) % c->keep;
 }
 
 void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen)
 {
 	int64_t off = seen - stamp;
 
-	if (c->last_stamp && stamp > c->last_stamp) {
-		c->iv[c->pos] = stamp - c->last_stamp;
-		c->pos = (c->pos + 1) % RDMAQ_CAD_WINDOW;
-		if (c->n < RDMAQ_CAD_WINDOW)
-			c->n++;
-	}
+	if (c->last_stamp && stamp > c->last_stamp)
+		cadence_push(c, stamp - c->last_stamp);
 	c->last_stamp = stamp;
 	/* A message found waiting says nothing about transit time, but it
 	 * can only raise the minimum, which the creep allows anyway. */
@@ -33,22 +83,10 @@ void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen)
 	}
 }
 
-static void sort_small(int64_t *v, uint32_t n)
-{
-	uint32_t i, j;
-
-	for (i = 1; i < n; i++) {
-		int64_t x = v[i];
-
-		for (j = i; j > 0 && v[j - 1] > x; j--)
-			v[j] = v[j - 1];
-		v[j] = x;
-	}
-}
-
 bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w)
 {
-	int64_t iv[RDMAQ_CAD_WINDOW], lo, hi, med, budget, due, guard;
+	const int64_t *iv = c->sorted;
+	int64_t lo, hi, med, budget, due, guard;
 
 	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
 		return false;
@@ -56,8 +94,6 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 		c->skip--;
 		return false;
 	}
-	memcpy(iv, c->iv, c->n * sizeof(iv[0]));
-	sort_small(iv, c->n);
 	med = iv[c->n / 2];
 	if (med < RDMAQ_CAD_MIN_IV_NS || med > RDMAQ_CAD_MAX_IV_NS)
 		return false;
@@ -68,7 +104,7 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 	/* The window covers every interval seen: what the tail needs. */
 	lo = iv[0];
 	hi = iv[c->n - 1];
-	budget = med / RDMAQ_CAD_BUDGET_DIV;
+	budget = med / c->budget_div;
 	if (budget > RDMAQ_CAD_MAX_SPIN_NS)
 		budget = RDMAQ_CAD_MAX_SPIN_NS;
 	due = c->last_stamp + c->offset;
@@ -79,8 +115,15 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 		w->spin_until = w->spin_from + budget;
 	if (now >= w->spin_until)
 		return false; /* late already: block as usual */
-	w->sleep_until = w->spin_from - rdmaq_cadence_margin(c);
+	w->sleep_until = w->spin_from - rdmaq_cadence_margin(c) - c->early_ns;
 	return true;
+}
+
+bool rdmaq_cadence_far(const struct rdmaq_cadence *c, int64_t now, int64_t ns)
+{
+	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
+		return false;
+	return c->last_stamp + c->offset + c->sorted[0] - now >= ns;
 }
 
 void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke)

@@ -22,7 +22,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RDMAQ_CAD_WINDOW      32	   /* intervals remembered */
+#define RDMAQ_CAD_WINDOW      32	   /* intervals the window spans by default */
+#define RDMAQ_CAD_HISTORY_MAX 256	   /* ... and at most (rdmaq_cadence_configure) */
 #define RDMAQ_CAD_MIN_SEEN    8		   /* intervals needed before predicting */
 #define RDMAQ_CAD_MIN_IV_NS   30000LL	   /* faster: the adaptive spin covers it */
 #define RDMAQ_CAD_MAX_IV_NS   2000000000LL /* slower: not worth a window */
@@ -34,9 +35,14 @@
 #define RDMAQ_CAD_CLEAN_RUN   16U /* clean windows that halve the back-off */
 
 struct rdmaq_cadence {
-	int64_t last_stamp;	      /* writer's stamp of the previous message; 0: none */
-	int64_t iv[RDMAQ_CAD_WINDOW]; /* recent intervals between stamps */
-	uint32_t n, pos;
+	int64_t last_stamp; /* writer's stamp of the previous message; 0: none */
+	/* The last `keep` intervals between stamps, in arrival order (a ring
+	 * at `pos`) and sorted: the window reads quantiles without sorting. */
+	int64_t iv[RDMAQ_CAD_HISTORY_MAX];
+	int64_t sorted[RDMAQ_CAD_HISTORY_MAX];
+	uint32_t n, pos, keep;
+	uint32_t budget_div; /* spin at most 1/budget_div of the interval per message */
+	int64_t early_ns;    /* end naps this much earlier still (more spin, fewer overrun naps) */
 	/* min(seen - stamp): our clock minus the writer's, plus the transit.
 	 * It creeps up slowly so a clock step cannot pin it low for ever. */
 	int64_t offset;
@@ -56,10 +62,25 @@ struct rdmaq_cad_window {
 };
 
 void rdmaq_cadence_init(struct rdmaq_cadence *c);
+/*
+ * Span the window over the last `keep` intervals (8..RDMAQ_CAD_HISTORY_MAX;
+ * a longer history misses fewer outliers: the shortest of n intervals
+ * is beaten by the next one with odds 1/(n+1)), spin at most 1/budget_div
+ * of the interval per message, and end naps `early_ns` before the window
+ * on top of their learnt lateness.  A new `keep` restarts the history.
+ * Out-of-range values are clamped.
+ */
+void rdmaq_cadence_configure(struct rdmaq_cadence *c, uint32_t keep, uint32_t budget_div,
+			     int64_t early_ns);
 /* A message stamped `stamp` by the writer was seen at `seen`. */
 void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen);
 /* Is the next message predictable from `now`?  Fills *w if so. */
 bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w);
+/*
+ * Can the next message not come within `ns` of `now`?  True only with a
+ * rhythm learnt and the shortest recent interval still that far away.
+ */
+bool rdmaq_cadence_far(const struct rdmaq_cadence *c, int64_t now, int64_t ns);
 /* A nap asked to end at `asked` ended at `woke`. */
 void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke);
 /* How much earlier than the window a nap ends: our expected lateness and its spread. */
