@@ -129,6 +129,13 @@ void rdmaq_slice_leave(struct rdmaq_slice *s, int64_t slept_ns)
 		sched_setattr_self(saved, saved->sched_runtime, false);
 }
 
+int rdmaq_slice_replace(const struct rdmaq_slice *s)
+{
+	if (!s->applied || rdmaq_thread_slice_ns != s->want_ns)
+		return 0;
+	return sched_setattr_self(&rdmaq_thread_saved, s->want_ns, true) == 0;
+}
+
 uint32_t rdmaq_slice_effective(const struct rdmaq_slice *s)
 {
 	return __atomic_load_n(&rdmaq_slice_state, __ATOMIC_ACQUIRE) < 0 ? 0 : s->want_ns;

@@ -57,6 +57,11 @@ int rdmaq_slice_enter(struct rdmaq_slice *s);
  * or more); else keep the short one.
  */
 void rdmaq_slice_leave(struct rdmaq_slice *s, int64_t slept_ns);
+/*
+ * Ask again for the short slice the thread has (applied): the kernel
+ * dequeues and re-enqueues the thread, settling its lag now.  1 when asked.
+ */
+int rdmaq_slice_replace(const struct rdmaq_slice *s);
 /* The slice in effect for this endpoint's blocks: want_ns, or 0 when the kernel refuses it. */
 uint32_t rdmaq_slice_effective(const struct rdmaq_slice *s);
 

@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,6 +64,8 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 		.spin_max_ns = spin_ns,
 		.spin_ns = spin_ns,
 		.anticipate = true,
+		.cad_keep = RDMAQ_CAD_WINDOW,
+		.cad_budget_div = RDMAQ_CAD_BUDGET_DIV,
 		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
 		.stats = stats,
 	};
@@ -70,15 +73,23 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 
 int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc)
 {
+	struct rdmaq_waiter env = *wt;
+	int ret;
+
 	if (wc->slice_ns && (wc->slice_ns < RDMAQ_SLICE_MIN_NS || wc->slice_ns > RDMAQ_SLICE_MAX_NS))
 		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %u..%u ns, got %u",
 				     RDMAQ_SLICE_MIN_NS, RDMAQ_SLICE_MAX_NS, wc->slice_ns);
+	ret = rdmaq_waiter_from_env(&env);
+	if (ret)
+		return ret;
+	*wt = env;
 	wt->spin_max_ns = wc->spin_ns;
 	wt->spin_ns = wc->spin_ns;
 	wt->anticipate = wc->anticipate != 0;
 	wt->main_returns = wc->main_returns != 0;
-	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
-	rdmaq_waiter_from_env(wt);
+	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns,
+					  .restore = wc->restore_slice,
+					  .restore_after_ns = env.slice.restore_after_ns };
 	return 0;
 }
 
@@ -100,12 +111,43 @@ static long long env_ll(const char *name, long long dflt)
  * that one benchmark run can compare them (docs/benchmarks.md):
  * RDMAQ_RESTORE_SLICE_AFTER_US=N gives the thread its own slice back after
  * a sleep of N µs or more (keeps the short one after shorter sleeps);
- * RDMAQ_BLOCK_PIN=1 keeps a blocked thread on the CPU it blocked on.
+ * RDMAQ_BLOCK_PIN=1 keeps a blocked thread on the CPU it blocked on;
+ * RDMAQ_SETTLE_FAR_US=N settles the thread's scheduler lag before it
+ * blocks when the next message cannot come within N µs, the way
+ * RDMAQ_SETTLE says (yield, the default, or replace: rdmaq_wait_settle);
+ * RDMAQ_OVERTIME_US=N spins up to N µs past a window that closed without
+ * its message, when the CPUs are not oversubscribed; RDMAQ_WINDOW_HISTORY
+ * (8..256, default 32), RDMAQ_WINDOW_DIV (default 6) and RDMAQ_NAP_EARLY_US
+ * shape the windows (rdmaq_cadence_configure).
  */
-void rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
+int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
 {
+	const char *how = getenv("RDMAQ_SETTLE");
+	enum rdmaq_settle settle = RDMAQ_SETTLE_YIELD;
+	long long keep = env_ll("RDMAQ_WINDOW_HISTORY", RDMAQ_CAD_WINDOW);
+	long long div = env_ll("RDMAQ_WINDOW_DIV", RDMAQ_CAD_BUDGET_DIV);
+
+	if (how && *how && strcmp(how, "yield") != 0) {
+		if (strcmp(how, "replace") != 0)
+			return rdmaq_set_err(-EINVAL,
+					     "RDMAQ_SETTLE must be yield or replace, got %.40s",
+					     how);
+		settle = RDMAQ_SETTLE_REPLACE;
+	}
+	if (keep < RDMAQ_CAD_MIN_SEEN || keep > RDMAQ_CAD_HISTORY_MAX)
+		return rdmaq_set_err(-EINVAL, "RDMAQ_WINDOW_HISTORY must be %d..%d, got %lld",
+				     RDMAQ_CAD_MIN_SEEN, RDMAQ_CAD_HISTORY_MAX, keep);
+	if (div < 1 || div > 1000)
+		return rdmaq_set_err(-EINVAL, "RDMAQ_WINDOW_DIV must be 1..1000, got %lld", div);
 	wt->slice.restore_after_ns = env_ll("RDMAQ_RESTORE_SLICE_AFTER_US", 0) * 1000;
 	wt->block_pin = env_ll("RDMAQ_BLOCK_PIN", 0) != 0;
+	wt->settle_far_ns = env_ll("RDMAQ_SETTLE_FAR_US", 0) * 1000;
+	wt->settle = settle;
+	wt->overtime_ns = env_ll("RDMAQ_OVERTIME_US", 0) * 1000;
+	wt->cad_keep = (uint32_t)keep;
+	wt->cad_budget_div = (uint32_t)div;
+	wt->cad_early_ns = env_ll("RDMAQ_NAP_EARLY_US", 0) * 1000;
+	return 0;
 }
 
 /* Signal handlers run on the main thread only; it must come back to them. */
@@ -296,15 +338,26 @@ static int rdmaq_wait_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 	bool preempted;
 	int ret;
 
+	bool overtime = false;
+
 	ret = rdmaq_wait_nap(wt, cad, cond, arg, deadline, win);
 	if (ret)
 		return ret;
 	ret = rdmaq_spin(wt, cond, arg, win->spin_until, deadline, &preempted);
+	/* Late messages are rare, so spinning on for them costs little on
+	 * average, but only a CPU nobody else wants may pay for it. */
+	if (!ret && !preempted && wt->overtime_ns && !rdmaq_cpu_busy(rdmaq_now_ns())) {
+		overtime = true;
+		ret = rdmaq_spin(wt, cond, arg, win->spin_until + wt->overtime_ns, deadline,
+				 &preempted);
+	}
 	if (preempted)
 		rdmaq_cadence_preempted(cad);
 	if (ret > 0) {
 		wt->stats->spins++;
 		wt->stats->windows++;
+		if (overtime)
+			wt->stats->overtime++;
 		if (!preempted)
 			rdmaq_cadence_clean(cad);
 		return rdmaq_wait_met(wt, RDMAQ_HOW_WINDOW, 0);
@@ -339,6 +392,7 @@ static bool rdmaq_wait_plan(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 
 	if (!cad || !wt->anticipate || rdmaq_wait_busy(wt, now, busy_counted))
 		return false;
+	rdmaq_cadence_configure(cad, wt->cad_keep, wt->cad_budget_div, wt->cad_early_ns);
 	return rdmaq_cadence_window(cad, now, win);
 }
 
@@ -375,8 +429,36 @@ static bool rdmaq_pin_here(cpu_set_t *saved)
 	return sched_setaffinity(0, sizeof(one), &one) == 0;
 }
 
+/*
+ * Settle the thread's scheduler lag before a long sleep (RDMAQ_SETTLE_FAR_US).
+ *
+ * EEVDF keeps a sleeper's lag: a thread that went to sleep owing CPU time
+ * (it ran ahead of its share: every reader that just handled a message
+ * under CPU hogs) comes back with no credit at best, and then preempts a
+ * hog only when its deadline, one short slice away, is earlier than the
+ * hog's: a hog within a slice of its own deadline keeps the CPU until the
+ * next tick (up to 4 ms at HZ=250; the 1.3 ms tail of the 10 ms pace).  A
+ * thread that waited in the run queue before sleeping owes nothing and is
+ * owed time: woken with positive lag, the hog is not eligible and the
+ * thread runs at once.  Waiting costs a tick at most, so it is done only
+ * when the next message is far.  yield: run behind what it owes now (an
+ * instant no-op when nothing else is runnable or the thread is owed time
+ * already); replace: ask for the short slice again, which re-places the
+ * thread (and preempts it if it overran its slice).
+ */
+static void rdmaq_wait_settle(struct rdmaq_waiter *wt)
+{
+	if (wt->settle == RDMAQ_SETTLE_REPLACE) {
+		if (!rdmaq_slice_replace(&wt->slice))
+			return;
+	} else {
+		sched_yield();
+	}
+	wt->stats->settles++;
+}
+
 static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
-			       int64_t deadline)
+			       int64_t deadline, bool far)
 {
 	int64_t start = rdmaq_now_ns(), last_check = start;
 	cpu_set_t cpus;
@@ -389,6 +471,8 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 			return ret;
 	}
 	rdmaq_slice_enter(&wt->slice);
+	if (far)
+		rdmaq_wait_settle(wt);
 	pinned = wt->block_pin && rdmaq_pin_here(&cpus);
 	for (;;) {
 		int64_t now = rdmaq_now_ns();
@@ -438,7 +522,7 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 			    int64_t deadline)
 {
 	struct rdmaq_cad_window win;
-	bool busy_counted = wt->busy_noted;
+	bool busy_counted = wt->busy_noted, far;
 	int ret;
 
 	wt->busy_noted = false;
@@ -458,7 +542,8 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 		if (ret)
 			return ret;
 	}
-	return rdmaq_wait_blocking(wt, cond, arg, deadline);
+	far = cad && wt->settle_far_ns && rdmaq_cadence_far(cad, rdmaq_now_ns(), wt->settle_far_ns);
+	return rdmaq_wait_blocking(wt, cond, arg, deadline, far);
 }
 
 int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,

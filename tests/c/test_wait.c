@@ -153,11 +153,104 @@ static void test_a_busy_cpu_counts_once_per_get(void)
 	cpu_busy = false;
 }
 
+/* A cadence whose last message was stamped now and whose intervals are all `iv`. */
+static void cadence_until_now(struct rdmaq_cadence *cad, int64_t iv)
+{
+	int64_t now = rdmaq_now_ns();
+
+	rdmaq_cadence_init(cad);
+	for (int i = 12; i >= 0; i--)
+		rdmaq_cadence_observe(cad, now - i * iv, now - i * iv + 2000);
+}
+
+/* One get that blocks (no window, no spin), told the cadence. */
+static void one_blocked_get(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad)
+{
+	msg = (struct message){ .due = 0 };
+	CHECK(rdmaq_wait_next(wt, cad, NULL, message_landed, &msg, -1) == 0);
+}
+
+/*
+ * RDMAQ_SETTLE_FAR_US: a block settles the thread's lag first only when
+ * the next message cannot come soon (1 s apart against a 100 ms threshold;
+ * 1 ms apart: never), and never without a cadence or with the knob off.
+ */
+static void test_settles_before_blocking_only_when_the_next_message_is_far(void)
+{
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.anticipate = false;
+	wt.spin_max_ns = wt.spin_ns = 0;
+	wt.settle_far_ns = 100000000LL;
+	cadence_until_now(&cad, 1000000000LL);
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1 && stats.sleeps == 1);
+	cadence_until_now(&cad, 1000000LL);
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1 && stats.sleeps == 2);
+	one_blocked_get(&wt, NULL);
+	CHECK(stats.settles == 1 && stats.sleeps == 3);
+	wt.settle_far_ns = 0;
+	cadence_until_now(&cad, 1000000000LL);
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1 && stats.sleeps == 4);
+	/* replace asks for the short slice again: nothing to ask with the slice off. */
+	wt.settle_far_ns = 100000000LL;
+	wt.settle = RDMAQ_SETTLE_REPLACE;
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1 && stats.sleeps == 5);
+}
+
+/* A window that is already over, and a message that comes a few thousand looks later. */
+static int late_window_wait(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad)
+{
+	int64_t now = rdmaq_now_ns();
+	struct rdmaq_cad_window win = { .sleep_until = now, .spin_from = now, .spin_until = now };
+
+	msg = (struct message){ .due = 5000 };
+	return rdmaq_wait_next(wt, cad, &win, message_landed, &msg, -1);
+}
+
+/*
+ * RDMAQ_OVERTIME_US: a message a little late for its window is still caught
+ * spinning, without a wake-up, unless the CPUs are oversubscribed or the
+ * knob is off.
+ */
+static void test_overtime_catches_a_late_message_on_an_idle_cpu(void)
+{
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	wt.overtime_ns = 100000000LL;
+	rdmaq_cadence_init(&cad);
+	CHECK(late_window_wait(&wt, &cad) == 0);
+	if (!stats.preempted) /* a spin that lost its CPU gives up on purpose */
+		CHECK(stats.overtime == 1 && stats.windows == 1 && stats.sleeps == 0);
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	wt.overtime_ns = 100000000LL;
+	cpu_busy = true;
+	CHECK(late_window_wait(&wt, &cad) == 0);
+	CHECK(stats.overtime == 0 && stats.windows == 0 && stats.sleeps == 1);
+	CHECK(stats.misses == 1 || stats.preempted);
+	cpu_busy = false;
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	CHECK(late_window_wait(&wt, &cad) == 0);
+	CHECK(stats.overtime == 0 && stats.sleeps == 1);
+}
+
 int main(void)
 {
 	test_waits_that_block_shrink_the_spin_to_the_minimum();
 	test_a_spin_that_finds_its_message_never_blocks();
 	test_no_spin_budget_never_spins();
 	test_a_busy_cpu_counts_once_per_get();
+	test_settles_before_blocking_only_when_the_next_message_is_far();
+	test_overtime_catches_a_late_message_on_an_idle_cpu();
 	return check_report("wait");
 }

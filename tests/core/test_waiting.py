@@ -152,6 +152,42 @@ def test_block_pin_holds_a_blocked_thread_on_one_cpu_then_gives_its_cpus_back(mo
     assert after == before
 
 
+def _blocking_gets_paced(count, pace_s):
+    """A reader that always blocks (no window, no spin) gets `count` messages sent
+    `pace_s` apart; its counters."""
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0, spin_us=0, anticipate=False)
+        w.wait_ready(timeout=TIMEOUT)
+        t, box = in_thread(lambda: [bytes(r.get(timeout=TIMEOUT)) for _ in range(count)])
+        for i in range(count):
+            time.sleep(pace_s)
+            w.put(b"%d" % i, timeout=TIMEOUT)
+        t.join(TIMEOUT)
+        stats = r.stats
+        r.close()
+    assert box.get("value") == [b"%d" % i for i in range(count)], box
+    return stats
+
+
+def test_settle_before_blocking_when_the_next_message_is_far(monkeypatch):
+    """RDMAQ_SETTLE_FAR_US: once the reader knows the writer's rhythm, a get that blocks
+    while the next message is still far first settles the thread's scheduler lag."""
+    monkeypatch.setenv("RDMAQ_SETTLE_FAR_US", "10000")  # messages come 60 ms apart
+    stats = _blocking_gets_paced(14, 0.06)
+    assert stats["sleeps"] >= 1 and stats["settles"] >= 1
+    monkeypatch.setenv("RDMAQ_SETTLE_FAR_US", "0")
+    stats = _blocking_gets_paced(14, 0.06)
+    assert stats["sleeps"] >= 1 and stats["settles"] == 0
+
+
+@pytest.mark.parametrize("var,value", [("RDMAQ_SETTLE", "sometimes"), ("RDMAQ_WINDOW_HISTORY", "4"),
+                                       ("RDMAQ_WINDOW_HISTORY", "257"), ("RDMAQ_WINDOW_DIV", "0")])
+def test_a_malformed_waiting_variable_is_an_error_naming_it(monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError, match=var):
+        rdmaq.Writer(1, transport="shm")
+
+
 def test_slice_off_leaves_the_thread_alone():
     before, after, stats = _blocked_get_then_slice(slice_us=0)
     assert after == before != SLICE_NS and stats["slice_ns"] == 0
