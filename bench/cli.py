@@ -89,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="One writer and N reader processes per queue (rdmaq shm, rdmaq verbs, vLLM's "
                     "MessageQueue), same harness: one-way latency (max over readers), throughput, "
                     "CPU time busy and idle, with optional CPU contention. "
-                    "`rdmaq bench serve --help`: vLLM serving latency with each queue.")
+                    "`rdmaq bench serve --help`: vLLM serving latency with each queue; "
+                    "`rdmaq bench sweep --help`: idle p99 against reader CPU from a run's variants.")
     p.add_argument("--queues", default=DEFAULT_QUEUES,
                    help=f"comma list from {', '.join(ADAPTERS)} (default: %(default)s; "
                         "unavailable ones are skipped with a message); QUEUE@NAME=VALUE[@...] runs a "
@@ -254,6 +255,10 @@ def main(argv=None) -> int:
         from .serve import main as serve_main
 
         return serve_main(argv[1:])
+    if argv[:1] == ["sweep"]:  # the idle tail against reader CPU, from a result's variants
+        from .sweep import main as sweep_main
+
+        return sweep_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Scheduler diagnosis of the contended tail, for the machine that got .devrun (env.sh):
 # TP=8 under 16 CPU hogs at 1 ms and 10 ms, rdmaq's default against the waiting behaviours
-# under evaluation (QUEUE@VAR=VALUE variants) and both vLLM variants, every sub-run traced
-# (tracefs, root), then a digest of a few lines per sub-run on stdout.
+# under evaluation (QUEUE@VAR=VALUE variants: settling the scheduler lag before a block when
+# the next message is far, by yield or by re-asking the slice; see csrc/wait.c) and vLLM
+# (the better vLLM variant of every 16-hog cell so far; QUEUES=...,vllm-spinloop adds the
+# other, ~27 s), every sub-run traced (tracefs, root), then a digest of a few lines per
+# sub-run on stdout.
 # Files in $OUT: env.txt, diag.json, diag.txt (tables), diag.err (progress, trace summaries),
 # trace/schedtrace.txt, trace/excerpts.txt (raw events around the worst messages).
 # Settings from the environment: QUEUES READERS ATTACKERS SIZES PACE DURATION LABEL OUT TRACE_KB.
@@ -15,7 +18,7 @@ mkdir -p "$OUT"
 tail -1 "$OUT/env.txt"
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing >>"$OUT/env.txt" 2>&1
 V=rdmaq-shm@RDMAQ_
-QUEUES=${QUEUES:-rdmaq-shm,${V}RESTORE_SLICE=1,${V}RESTORE_SLICE_AFTER_US=3000,${V}BLOCK_PIN=1,${V}BLOCK_PIN=1@RDMAQ_RESTORE_SLICE_AFTER_US=3000,vllm,vllm-spinloop}
+QUEUES=${QUEUES:-rdmaq-shm,${V}SETTLE_FAR_US=3000,${V}SETTLE_FAR_US=500,${V}SETTLE_FAR_US=3000@RDMAQ_SETTLE=replace,${V}SETTLE_FAR_US=3000@RDMAQ_SLICE_US=300,${V}SETTLE_FAR_US=500@RDMAQ_SLICE_US=300,vllm}
 trace=(--sched-trace "$OUT/trace")
 why=$(python3 -c 'from rdmaq.bench.schedtrace import unavailable; print(unavailable() or "")')
 if [ -n "$why" ]; then
