@@ -9,26 +9,7 @@
 
 void rdmaq_cadence_init(struct rdmaq_cadence *c)
 {
-	*c = (struct rdmaq_cadence){
-		.keep = RDMAQ_CAD_WINDOW,
-		.budget_div = RDMAQ_CAD_BUDGET_DIV,
-		.backoff = RDMAQ_CAD_BACKOFF_MIN,
-	};
-}
-
-void rdmaq_cadence_configure(struct rdmaq_cadence *c, uint32_t keep, uint32_t budget_div,
-			     int64_t early_ns)
-{
-	c->early_ns = early_ns > 0 ? early_ns : 0;
-	if (keep < RDMAQ_CAD_MIN_SEEN)
-		keep = RDMAQ_CAD_MIN_SEEN;
-	if (keep > RDMAQ_CAD_HISTORY_MAX)
-		keep = RDMAQ_CAD_HISTORY_MAX;
-	c->budget_div = budget_div ? budget_div : 1;
-	if (keep == c->keep)
-		return;
-	c->keep = keep;
-	c->n = c->pos = 0;
+	*c = (struct rdmaq_cadence){ .backoff = RDMAQ_CAD_BACKOFF_MIN };
 }
 
 /* Index of the first of v[0..n) not below x (v sorted). */
@@ -47,13 +28,13 @@ static uint32_t lower_bound(const int64_t *v, uint32_t n, int64_t x)
 	return lo;
 }
 
-/* Add an interval; past `keep` of them the oldest leaves both the ring and the sorted copy. */
+/* Add an interval; past RDMAQ_CAD_WINDOW of them the oldest leaves the ring and the sorted copy. */
 static void cadence_push(struct rdmaq_cadence *c, int64_t iv)
 {
 	int64_t *s = c->sorted;
 	uint32_t i;
 
-	if (c->n == c->keep) {
+	if (c->n == RDMAQ_CAD_WINDOW) {
 		i = lower_bound(s, c->n, c->iv[c->pos]);
 		memmove(&s[i], &s[i + 1], (c->n - i - 1) * sizeof(s[0]));
 		c->n--;
@@ -63,7 +44,7 @@ static void cadence_push(struct rdmaq_cadence *c, int64_t iv)
 	s[i] = iv;
 	c->n++;
 	c->iv[c->pos] = iv;
-	c->pos = (c->pos + 1) % c->keep;
+	c->pos = (c->pos + 1) % RDMAQ_CAD_WINDOW;
 }
 
 void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen)
@@ -81,6 +62,28 @@ void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen)
 	} else {
 		c->offset += RDMAQ_CAD_OFFSET_CREEP;
 	}
+}
+
+/*
+ * Where, in sorted[], the most intervals fit within `width` of the first
+ * of them: the earliest such run when several do.
+ */
+static uint32_t densest_run(const struct rdmaq_cadence *c, int64_t width)
+{
+	const int64_t *iv = c->sorted;
+	uint32_t i, j = 0, best = 0, best_i = 0;
+
+	if (width < 0)
+		width = 0;
+	for (i = 0; i < c->n; i++) {
+		while (j < c->n && iv[j] - iv[i] <= width)
+			j++;
+		if (j - i > best) {
+			best = j - i;
+			best_i = i;
+		}
+	}
+	return best_i;
 }
 
 bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w)
@@ -101,21 +104,30 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 	 * switch anticipation off for a whole window of messages. */
 	if (iv[c->n * 9 / 10] - iv[c->n / 10] > med / 2)
 		return false;
-	/* The window covers every interval seen: what the tail needs. */
 	lo = iv[0];
 	hi = iv[c->n - 1];
-	budget = med / c->budget_div;
+	budget = med / RDMAQ_CAD_BUDGET_DIV;
 	if (budget > RDMAQ_CAD_MAX_SPIN_NS)
 		budget = RDMAQ_CAD_MAX_SPIN_NS;
 	due = c->last_stamp + c->offset;
 	guard = RDMAQ_CAD_GUARD_NS + (hi - lo) / 4;
-	w->spin_from = due + lo - guard;
-	w->spin_until = due + hi + guard;
-	if (w->spin_until - w->spin_from > budget)
+	if (hi - lo + 2 * guard <= budget || c->from_shortest) {
+		/* The window covers every interval seen: what the tail needs. */
+		w->spin_from = due + lo - guard;
+		w->spin_until = due + hi + guard;
+		if (w->spin_until - w->spin_from > budget)
+			w->spin_until = w->spin_from + budget;
+	} else {
+		/* It cannot: spend the budget where most intervals fell, not
+		 * from the shortest one (one stall, or the writer's early
+		 * catch-up, would otherwise end every window before its message). */
+		lo = iv[densest_run(c, budget - 2 * RDMAQ_CAD_GUARD_NS)];
+		w->spin_from = due + lo - RDMAQ_CAD_GUARD_NS;
 		w->spin_until = w->spin_from + budget;
+	}
 	if (now >= w->spin_until)
 		return false; /* late already: block as usual */
-	w->sleep_until = w->spin_from - rdmaq_cadence_margin(c) - c->early_ns;
+	w->sleep_until = w->spin_from - rdmaq_cadence_margin(c);
 	return true;
 }
 

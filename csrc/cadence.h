@@ -22,8 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RDMAQ_CAD_WINDOW      32	   /* intervals the window spans by default */
-#define RDMAQ_CAD_HISTORY_MAX 256	   /* ... and at most (rdmaq_cadence_configure) */
+#define RDMAQ_CAD_WINDOW      32	   /* intervals the window is learnt from */
 #define RDMAQ_CAD_MIN_SEEN    8		   /* intervals needed before predicting */
 #define RDMAQ_CAD_MIN_IV_NS   30000LL	   /* faster: the adaptive spin covers it */
 #define RDMAQ_CAD_MAX_IV_NS   2000000000LL /* slower: not worth a window */
@@ -36,13 +35,14 @@
 
 struct rdmaq_cadence {
 	int64_t last_stamp; /* writer's stamp of the previous message; 0: none */
-	/* The last `keep` intervals between stamps, in arrival order (a ring
-	 * at `pos`) and sorted: the window reads quantiles without sorting. */
-	int64_t iv[RDMAQ_CAD_HISTORY_MAX];
-	int64_t sorted[RDMAQ_CAD_HISTORY_MAX];
-	uint32_t n, pos, keep;
-	uint32_t budget_div; /* spin at most 1/budget_div of the interval per message */
-	int64_t early_ns;    /* end naps this much earlier still (more spin, fewer overrun naps) */
+	/* The last RDMAQ_CAD_WINDOW intervals between stamps, in arrival order
+	 * (a ring at `pos`) and sorted: the window reads quantiles without sorting. */
+	int64_t iv[RDMAQ_CAD_WINDOW];
+	int64_t sorted[RDMAQ_CAD_WINDOW];
+	uint32_t n, pos;
+	/* Under evaluation (RDMAQ_WINDOW_FROM_SHORTEST): the previous placement,
+	 * the budget spent from the shortest interval on (rdmaq_cadence_window). */
+	bool from_shortest;
 	/* min(seen - stamp): our clock minus the writer's, plus the transit.
 	 * It creeps up slowly so a clock step cannot pin it low for ever. */
 	int64_t offset;
@@ -62,19 +62,13 @@ struct rdmaq_cad_window {
 };
 
 void rdmaq_cadence_init(struct rdmaq_cadence *c);
-/*
- * Span the window over the last `keep` intervals (8..RDMAQ_CAD_HISTORY_MAX;
- * a longer history misses fewer outliers: the shortest of n intervals
- * is beaten by the next one with odds 1/(n+1)), spin at most 1/budget_div
- * of the interval per message, and end naps `early_ns` before the window
- * on top of their learnt lateness.  A new `keep` restarts the history.
- * Out-of-range values are clamped.
- */
-void rdmaq_cadence_configure(struct rdmaq_cadence *c, uint32_t keep, uint32_t budget_div,
-			     int64_t early_ns);
 /* A message stamped `stamp` by the writer was seen at `seen`. */
 void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen);
-/* Is the next message predictable from `now`?  Fills *w if so. */
+/*
+ * Is the next message predictable from `now`?  Fills *w if so: a window
+ * spanning every recent interval when the spin budget allows, else the
+ * budget's worth of spin placed where most recent intervals fall.
+ */
 bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w);
 /*
  * Can the next message not come within `ns` of `now`?  True only with a

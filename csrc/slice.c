@@ -115,25 +115,18 @@ int rdmaq_slice_enter(struct rdmaq_slice *s)
 	return 1;
 }
 
-void rdmaq_slice_leave(struct rdmaq_slice *s, int64_t slept_ns)
+void rdmaq_slice_leave(struct rdmaq_slice *s)
 {
 	struct rdmaq_sched_attr *saved = &rdmaq_thread_saved;
 
 	if (!s->applied)
 		return;
 	s->applied = false;
-	if (!s->restore && !(s->restore_after_ns && slept_ns >= s->restore_after_ns))
+	if (!s->restore)
 		return;
 	rdmaq_thread_slice_ns = 0;
 	if (saved->sched_runtime != s->want_ns)
 		sched_setattr_self(saved, saved->sched_runtime, false);
-}
-
-int rdmaq_slice_replace(const struct rdmaq_slice *s)
-{
-	if (!s->applied || rdmaq_thread_slice_ns != s->want_ns)
-		return 0;
-	return sched_setattr_self(&rdmaq_thread_saved, s->want_ns, true) == 0;
 }
 
 uint32_t rdmaq_slice_effective(const struct rdmaq_slice *s)

@@ -8,7 +8,10 @@
  * own, shorter slice through sched_attr.sched_runtime, without privilege,
  * and a woken task with a shorter slice preempts the running one
  * (PREEMPT_SHORT).  So a waiter asks for a short slice just before it
- * first blocks, and by default keeps it.  Giving the thread its own slice
+ * first blocks, and by default keeps it.  300 µs by default rather than the
+ * kernel's 100 µs minimum: a woken reader that has run out of its slice is
+ * preempted by the hogs while it unpickles its message (seen in scheduler
+ * traces).  Giving the thread its own slice
  * back after each wake-up (restore) was measured too (docs/benchmarks.md):
  * a reader that is then preempted by a sibling woken on its CPU queues
  * behind the CPU hogs for a whole slice, and at a 1 ms pace that left
@@ -44,24 +47,13 @@ struct rdmaq_sched_attr {
 struct rdmaq_slice {
 	uint32_t want_ns; /* 0: never ask */
 	bool restore;	  /* the thread's own slice back after every wake-up */
-	/* ... or only after a sleep this long (0: never): see rdmaq_slice_leave */
-	int64_t restore_after_ns;
-	bool applied; /* asked for in the current block */
+	bool applied;	  /* asked for in the current block */
 };
 
 /* Ask for the short slice before blocking: 1 applied, 0 not (off, unsupported, other policy). */
 int rdmaq_slice_enter(struct rdmaq_slice *s);
-/*
- * After waking from a sleep of `slept_ns`: give the thread its own slice
- * back if the slice asks for it (restore, or a sleep of restore_after_ns
- * or more); else keep the short one.
- */
-void rdmaq_slice_leave(struct rdmaq_slice *s, int64_t slept_ns);
-/*
- * Ask again for the short slice the thread has (applied): the kernel
- * dequeues and re-enqueues the thread, settling its lag now.  1 when asked.
- */
-int rdmaq_slice_replace(const struct rdmaq_slice *s);
+/* After waking: give the thread its own slice back if `restore`, else keep the short one. */
+void rdmaq_slice_leave(struct rdmaq_slice *s);
 /* The slice in effect for this endpoint's blocks: want_ns, or 0 when the kernel refuses it. */
 uint32_t rdmaq_slice_effective(const struct rdmaq_slice *s);
 

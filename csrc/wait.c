@@ -13,7 +13,8 @@
  *    a short spin and ~0 CPU.
  * 3. Block in the kernel (futex, completion channel), asking for a short
  *    scheduler slice (slice.h) so that, on a busy machine, the wake-up
- *    preempts whatever runs instead of queueing behind it.
+ *    preempts whatever runs instead of queueing behind it; when the next
+ *    message is far, settle the scheduler lag first (rdmaq_wait_settle).
  *
  * A spin that loses its CPU (a gap in the clock) stops spinning: under
  * contention spinning only burns the slice that blocking would keep.
@@ -24,6 +25,7 @@
  * that lands while we spin interrupts no system call.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,7 @@
 #define RDMAQ_PREEMPT_GAP_NS   200000LL
 #define RDMAQ_MIN_NAP_NS       20000LL	/* shorter naps cost more than they save */
 #define RDMAQ_NAP_LATE_NS      500000LL /* a nap ending this late: the CPU is taken */
-#define RDMAQ_DEFAULT_SLICE_NS 100000U	/* see slice.h */
+#define RDMAQ_DEFAULT_SLICE_NS 300000U	/* see slice.h */
 
 int64_t rdmaq_now_ns(void)
 {
@@ -64,8 +66,7 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 		.spin_max_ns = spin_ns,
 		.spin_ns = spin_ns,
 		.anticipate = true,
-		.cad_keep = RDMAQ_CAD_WINDOW,
-		.cad_budget_div = RDMAQ_CAD_BUDGET_DIV,
+		.settle_far_ns = RDMAQ_SETTLE_FAR_NS,
 		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
 		.stats = stats,
 	};
@@ -87,66 +88,51 @@ int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_conf
 	wt->spin_ns = wc->spin_ns;
 	wt->anticipate = wc->anticipate != 0;
 	wt->main_returns = wc->main_returns != 0;
-	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns,
-					  .restore = wc->restore_slice,
-					  .restore_after_ns = env.slice.restore_after_ns };
+	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
 	return 0;
 }
 
-/* A non-negative integer from the environment, or `dflt` when unset or malformed. */
-static long long env_ll(const char *name, long long dflt)
+/* *n from the environment variable `name` when set: a non-negative integer, else -EINVAL. */
+static int env_ll(const char *name, long long *n)
 {
 	const char *v = getenv(name);
 	char *end;
-	long long n;
 
 	if (!v || !*v)
-		return dflt;
-	n = strtoll(v, &end, 10);
-	return *end || n < 0 ? dflt : n;
+		return 0;
+	errno = 0;
+	*n = strtoll(v, &end, 10);
+	if (*end || *n < 0 || errno)
+		return rdmaq_set_err(-EINVAL, "%s must be a non-negative integer, got %.40s", name,
+				     v);
+	return 0;
 }
 
 /*
- * Behaviours under evaluation, chosen per process from the environment so
- * that one benchmark run can compare them (docs/benchmarks.md):
- * RDMAQ_RESTORE_SLICE_AFTER_US=N gives the thread its own slice back after
- * a sleep of N µs or more (keeps the short one after shorter sleeps);
- * RDMAQ_BLOCK_PIN=1 keeps a blocked thread on the CPU it blocked on;
- * RDMAQ_SETTLE_FAR_US=N settles the thread's scheduler lag before it
- * blocks when the next message cannot come within N µs, the way
- * RDMAQ_SETTLE says (yield, the default, or replace: rdmaq_wait_settle);
- * RDMAQ_OVERTIME_US=N spins up to N µs past a window that closed without
- * its message, when the CPUs are not oversubscribed; RDMAQ_WINDOW_HISTORY
- * (8..256, default 32), RDMAQ_WINDOW_DIV (default 6) and RDMAQ_NAP_EARLY_US
- * shape the windows (rdmaq_cadence_configure).
+ * Read when an endpoint is configured, so that one benchmark run can
+ * compare values as queue variants (docs/benchmarks.md):
+ * RDMAQ_SETTLE_FAR_US=N settles the scheduler lag before a block when the
+ * next message cannot come within N µs (default 3000; 0: never);
+ * RDMAQ_WINDOW_FROM_SHORTEST=1, under evaluation, places windows as before
+ * (rdmaq_cadence.from_shortest).
  */
 int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
 {
-	const char *how = getenv("RDMAQ_SETTLE");
-	enum rdmaq_settle settle = RDMAQ_SETTLE_YIELD;
-	long long keep = env_ll("RDMAQ_WINDOW_HISTORY", RDMAQ_CAD_WINDOW);
-	long long div = env_ll("RDMAQ_WINDOW_DIV", RDMAQ_CAD_BUDGET_DIV);
+	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, shortest = 0;
+	int ret = env_ll("RDMAQ_SETTLE_FAR_US", &far_us);
 
-	if (how && *how && strcmp(how, "yield") != 0) {
-		if (strcmp(how, "replace") != 0)
-			return rdmaq_set_err(-EINVAL,
-					     "RDMAQ_SETTLE must be yield or replace, got %.40s",
-					     how);
-		settle = RDMAQ_SETTLE_REPLACE;
-	}
-	if (keep < RDMAQ_CAD_MIN_SEEN || keep > RDMAQ_CAD_HISTORY_MAX)
-		return rdmaq_set_err(-EINVAL, "RDMAQ_WINDOW_HISTORY must be %d..%d, got %lld",
-				     RDMAQ_CAD_MIN_SEEN, RDMAQ_CAD_HISTORY_MAX, keep);
-	if (div < 1 || div > 1000)
-		return rdmaq_set_err(-EINVAL, "RDMAQ_WINDOW_DIV must be 1..1000, got %lld", div);
-	wt->slice.restore_after_ns = env_ll("RDMAQ_RESTORE_SLICE_AFTER_US", 0) * 1000;
-	wt->block_pin = env_ll("RDMAQ_BLOCK_PIN", 0) != 0;
-	wt->settle_far_ns = env_ll("RDMAQ_SETTLE_FAR_US", 0) * 1000;
-	wt->settle = settle;
-	wt->overtime_ns = env_ll("RDMAQ_OVERTIME_US", 0) * 1000;
-	wt->cad_keep = (uint32_t)keep;
-	wt->cad_budget_div = (uint32_t)div;
-	wt->cad_early_ns = env_ll("RDMAQ_NAP_EARLY_US", 0) * 1000;
+	if (!ret)
+		ret = env_ll("RDMAQ_WINDOW_FROM_SHORTEST", &shortest);
+	if (ret)
+		return ret;
+	if (far_us > 1000000000LL)
+		return rdmaq_set_err(-EINVAL, "RDMAQ_SETTLE_FAR_US must be at most 1e9, got %lld",
+				     far_us);
+	if (shortest > 1)
+		return rdmaq_set_err(-EINVAL, "RDMAQ_WINDOW_FROM_SHORTEST must be 0 or 1, got %lld",
+				     shortest);
+	wt->settle_far_ns = far_us * 1000;
+	wt->window_from_shortest = shortest;
 	return 0;
 }
 
@@ -310,7 +296,7 @@ static int rdmaq_wait_nap(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad, rd
 	wt->stats->naps++;
 	rdmaq_slice_enter(&wt->slice);
 	ret = rdmaq_block_once(wt, cond, arg, deadline, win->sleep_until - now, &blocked);
-	rdmaq_slice_leave(&wt->slice, rdmaq_now_ns() - now);
+	rdmaq_slice_leave(&wt->slice);
 	now = rdmaq_now_ns();
 	if (ret > 0) {
 		/* Early: the writer's wake-up beat the window. */
@@ -338,26 +324,15 @@ static int rdmaq_wait_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 	bool preempted;
 	int ret;
 
-	bool overtime = false;
-
 	ret = rdmaq_wait_nap(wt, cad, cond, arg, deadline, win);
 	if (ret)
 		return ret;
 	ret = rdmaq_spin(wt, cond, arg, win->spin_until, deadline, &preempted);
-	/* Late messages are rare, so spinning on for them costs little on
-	 * average, but only a CPU nobody else wants may pay for it. */
-	if (!ret && !preempted && wt->overtime_ns && !rdmaq_cpu_busy(rdmaq_now_ns())) {
-		overtime = true;
-		ret = rdmaq_spin(wt, cond, arg, win->spin_until + wt->overtime_ns, deadline,
-				 &preempted);
-	}
 	if (preempted)
 		rdmaq_cadence_preempted(cad);
 	if (ret > 0) {
 		wt->stats->spins++;
 		wt->stats->windows++;
-		if (overtime)
-			wt->stats->overtime++;
 		if (!preempted)
 			rdmaq_cadence_clean(cad);
 		return rdmaq_wait_met(wt, RDMAQ_HOW_WINDOW, 0);
@@ -392,7 +367,7 @@ static bool rdmaq_wait_plan(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 
 	if (!cad || !wt->anticipate || rdmaq_wait_busy(wt, now, busy_counted))
 		return false;
-	rdmaq_cadence_configure(cad, wt->cad_keep, wt->cad_budget_div, wt->cad_early_ns);
+	cad->from_shortest = wt->window_from_shortest;
 	return rdmaq_cadence_window(cad, now, win);
 }
 
@@ -414,23 +389,7 @@ int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad
 }
 
 /*
- * RDMAQ_BLOCK_PIN: allow the thread only the CPU it is on (*saved: its own
- * mask), so a wake-up cannot move it; true when pinned.
- */
-static bool rdmaq_pin_here(cpu_set_t *saved)
-{
-	cpu_set_t one;
-	int cpu = sched_getcpu();
-
-	if (cpu < 0 || sched_getaffinity(0, sizeof(*saved), saved) || CPU_COUNT(saved) < 2)
-		return false;
-	CPU_ZERO(&one);
-	CPU_SET(cpu, &one);
-	return sched_setaffinity(0, sizeof(one), &one) == 0;
-}
-
-/*
- * Settle the thread's scheduler lag before a long sleep (RDMAQ_SETTLE_FAR_US).
+ * Settle the thread's scheduler lag before a long sleep (settle_far_ns).
  *
  * EEVDF keeps a sleeper's lag: a thread that went to sleep owing CPU time
  * (it ran ahead of its share: every reader that just handled a message
@@ -441,28 +400,22 @@ static bool rdmaq_pin_here(cpu_set_t *saved)
  * thread that waited in the run queue before sleeping owes nothing and is
  * owed time: woken with positive lag, the hog is not eligible and the
  * thread runs at once.  Waiting costs a tick at most, so it is done only
- * when the next message is far.  yield: run behind what it owes now (an
- * instant no-op when nothing else is runnable or the thread is owed time
- * already); replace: ask for the short slice again, which re-places the
- * thread (and preempts it if it overran its slice).
+ * when the next message is far: sched_yield() runs the thread behind what
+ * it owes now, and is an instant no-op when nothing else is runnable or the
+ * thread is owed time already.  (Asking for the short slice again, which
+ * also re-places the thread, was measured too: docs/benchmarks.md.)
  */
 static void rdmaq_wait_settle(struct rdmaq_waiter *wt)
 {
-	if (wt->settle == RDMAQ_SETTLE_REPLACE) {
-		if (!rdmaq_slice_replace(&wt->slice))
-			return;
-	} else {
-		sched_yield();
-	}
+	sched_yield();
 	wt->stats->settles++;
 }
 
 static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
 			       int64_t deadline, bool far)
 {
-	int64_t start = rdmaq_now_ns(), last_check = start;
-	cpu_set_t cpus;
-	bool blocked, pinned;
+	int64_t last_check = rdmaq_now_ns();
+	bool blocked;
 	int ret;
 
 	if (wt->before_block) {
@@ -473,7 +426,6 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 	rdmaq_slice_enter(&wt->slice);
 	if (far)
 		rdmaq_wait_settle(wt);
-	pinned = wt->block_pin && rdmaq_pin_here(&cpus);
 	for (;;) {
 		int64_t now = rdmaq_now_ns();
 		int64_t slice = RDMAQ_PEER_CHECK_NS - (now - last_check);
@@ -511,9 +463,7 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 			}
 		}
 	}
-	if (pinned)
-		sched_setaffinity(0, sizeof(cpus), &cpus);
-	rdmaq_slice_leave(&wt->slice, rdmaq_now_ns() - start);
+	rdmaq_slice_leave(&wt->slice);
 	return ret;
 }
 

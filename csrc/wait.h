@@ -16,6 +16,7 @@
 
 #define RDMAQ_PEER_CHECK_NS 100000000LL /* liveness check period when blocked */
 #define RDMAQ_MIN_SPIN_NS   1000U	/* the adaptive spin never shrinks below */
+#define RDMAQ_SETTLE_FAR_NS 3000000LL	/* default settle_far_ns (RDMAQ_SETTLE_FAR_US) */
 
 /*
  * How an endpoint blocks.  prepare() announces the sleep (so peers know to
@@ -39,12 +40,6 @@ enum rdmaq_wait_how {
 	RDMAQ_HOW_WOKEN,  /* met after blocking in the kernel */
 };
 
-/* How a thread settles its scheduler lag before a long sleep (wait.c, rdmaq_wait_settle). */
-enum rdmaq_settle {
-	RDMAQ_SETTLE_YIELD = 0, /* sched_yield(): run behind what it owes, now */
-	RDMAQ_SETTLE_REPLACE,	/* ask for the short slice again: the kernel re-places the thread */
-};
-
 struct rdmaq_waiter {
 	const struct rdmaq_wait_ops *ops;
 	void *ep; /* what the ops are called with: the endpoint, unless its transport says */
@@ -55,15 +50,10 @@ struct rdmaq_waiter {
 	int cancelled;	   /* set by another thread: fail with -ECANCELED */
 	bool anticipate;   /* readers: use the cadence (rdmaq_wait_next) */
 	bool main_returns; /* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
-	bool block_pin;	   /* while blocked, runs only on the CPU it blocked on */
 	bool busy_noted;   /* the nap before this wait counted stats->busy already */
-	/* Behaviours under evaluation (rdmaq_waiter_from_env); 0 is off. */
-	int64_t settle_far_ns;	  /* settle before blocking when the next message is this far */
-	enum rdmaq_settle settle; /* ... how */
-	int64_t overtime_ns;	  /* spin this long past a window that closed empty, CPUs idle */
-	uint32_t cad_keep;	  /* intervals a window spans (rdmaq_cadence_configure) */
-	uint32_t cad_budget_div;  /* a window spins at most 1/cad_budget_div of the interval */
-	int64_t cad_early_ns;	  /* naps end this much earlier still */
+	/* Settle the scheduler lag before blocking when the next message is this far (0: never). */
+	int64_t settle_far_ns;
+	bool window_from_shortest; /* under evaluation: rdmaq_cadence.from_shortest */
 	struct rdmaq_slice slice;
 	int64_t met_ns; /* when the last wait's condition was seen to hold */
 	enum rdmaq_wait_how how;
@@ -75,7 +65,7 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 		       uint32_t spin_ns, struct rdmaq_stats *stats);
 /* Apply a user's wait configuration; -EINVAL (nothing changed) when it is out of range. */
 int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc);
-/* The behaviours under evaluation that the environment selects (wait.c says which); -EINVAL when malformed. */
+/* What the environment sets (wait.c says what); -EINVAL, naming the variable, when malformed. */
 int rdmaq_waiter_from_env(struct rdmaq_waiter *wt);
 
 /*

@@ -48,7 +48,6 @@ struct rdmaq_stats {
 	uint64_t credits;   /* credit updates sent (reader) or stalls on credit (writer) */
 	uint64_t busy;	    /* waits that did not spin: more runnable tasks than CPUs */
 	uint64_t settles;   /* blocks that settled the scheduler lag first (next message far) */
-	uint64_t overtime;  /* windows whose message came in the spin past their end */
 	uint64_t slice_ns;  /* scheduler slice asked for while blocked; 0: off or refused */
 };
 

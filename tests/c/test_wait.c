@@ -171,9 +171,9 @@ static void one_blocked_get(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad)
 }
 
 /*
- * RDMAQ_SETTLE_FAR_US: a block settles the thread's lag first only when
- * the next message cannot come soon (1 s apart against a 100 ms threshold;
- * 1 ms apart: never), and never without a cadence or with the knob off.
+ * A block settles the thread's lag first only when the next message cannot
+ * come soon (1 s apart against the threshold; 1 ms apart: never), and
+ * never without a cadence or with settling off (settle_far_ns 0).
  */
 static void test_settles_before_blocking_only_when_the_next_message_is_far(void)
 {
@@ -183,7 +183,6 @@ static void test_settles_before_blocking_only_when_the_next_message_is_far(void)
 	waiter_init(&wt);
 	wt.anticipate = false;
 	wt.spin_max_ns = wt.spin_ns = 0;
-	wt.settle_far_ns = 100000000LL;
 	cadence_until_now(&cad, 1000000000LL);
 	one_blocked_get(&wt, &cad);
 	CHECK(stats.settles == 1 && stats.sleeps == 1);
@@ -196,52 +195,23 @@ static void test_settles_before_blocking_only_when_the_next_message_is_far(void)
 	cadence_until_now(&cad, 1000000000LL);
 	one_blocked_get(&wt, &cad);
 	CHECK(stats.settles == 1 && stats.sleeps == 4);
-	/* replace asks for the short slice again: nothing to ask with the slice off. */
-	wt.settle_far_ns = 100000000LL;
-	wt.settle = RDMAQ_SETTLE_REPLACE;
-	one_blocked_get(&wt, &cad);
-	CHECK(stats.settles == 1 && stats.sleeps == 5);
 }
 
-/* A window that is already over, and a message that comes a few thousand looks later. */
-static int late_window_wait(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad)
-{
-	int64_t now = rdmaq_now_ns();
-	struct rdmaq_cad_window win = { .sleep_until = now, .spin_from = now, .spin_until = now };
-
-	msg = (struct message){ .due = 5000 };
-	return rdmaq_wait_next(wt, cad, &win, message_landed, &msg, -1);
-}
-
-/*
- * RDMAQ_OVERTIME_US: a message a little late for its window is still caught
- * spinning, without a wake-up, unless the CPUs are oversubscribed or the
- * knob is off.
- */
-static void test_overtime_catches_a_late_message_on_an_idle_cpu(void)
+/* By default a waiter settles when the next message is 3 ms away or more, not nearer. */
+static void test_settling_is_on_by_default_from_3_ms(void)
 {
 	struct rdmaq_cadence cad;
 	struct rdmaq_waiter wt;
 
 	waiter_init(&wt);
+	wt.anticipate = false;
 	wt.spin_max_ns = wt.spin_ns = 0;
-	wt.overtime_ns = 100000000LL;
-	rdmaq_cadence_init(&cad);
-	CHECK(late_window_wait(&wt, &cad) == 0);
-	if (!stats.preempted) /* a spin that lost its CPU gives up on purpose */
-		CHECK(stats.overtime == 1 && stats.windows == 1 && stats.sleeps == 0);
-	waiter_init(&wt);
-	wt.spin_max_ns = wt.spin_ns = 0;
-	wt.overtime_ns = 100000000LL;
-	cpu_busy = true;
-	CHECK(late_window_wait(&wt, &cad) == 0);
-	CHECK(stats.overtime == 0 && stats.windows == 0 && stats.sleeps == 1);
-	CHECK(stats.misses == 1 || stats.preempted);
-	cpu_busy = false;
-	waiter_init(&wt);
-	wt.spin_max_ns = wt.spin_ns = 0;
-	CHECK(late_window_wait(&wt, &cad) == 0);
-	CHECK(stats.overtime == 0 && stats.sleeps == 1);
+	cadence_until_now(&cad, 10000000LL);
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1);
+	cadence_until_now(&cad, 2000000LL);
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1 && stats.sleeps == 2);
 }
 
 int main(void)
@@ -251,6 +221,6 @@ int main(void)
 	test_no_spin_budget_never_spins();
 	test_a_busy_cpu_counts_once_per_get();
 	test_settles_before_blocking_only_when_the_next_message_is_far();
-	test_overtime_catches_a_late_message_on_an_idle_cpu();
+	test_settling_is_on_by_default_from_3_ms();
 	return check_report("wait");
 }
