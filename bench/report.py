@@ -128,8 +128,8 @@ def format_tables(result: dict) -> str:
                          + "".join(f"{st[n]['p50_us']:>8.1f}/{st[n]['p99_us']:<7.1f}" for n in names)
                          + "   " + "/".join(str(how.get(k, 0)) for k in ("ready", "spin", "window", "woken"))
                          + (f"  misses {rc.get('misses', 0)} preempted {rc.get('preempted', 0)} "
-                            f"naps {rc.get('naps', 0)} busy {rc.get('busy', 0)} settles {rc.get('settles', 0)} "
-                            f"overtime {rc.get('overtime', 0)}" if rc else "")
+                            f"naps {rc.get('naps', 0)} busy {rc.get('busy', 0)} settles {rc.get('settles', 0)}"
+                            if rc else "")
                          + "  tail " + "/".join(f"{k}:{v}" for k, v in st.get("tail_how", {}).items()))
     ratios = result.get("ratios") or []
     if ratios:

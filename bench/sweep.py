@@ -1,7 +1,7 @@
 """``rdmaq bench sweep RESULT.json``: the idle tail against reader CPU, one point per setting.
 
 A sweep is an ordinary ``rdmaq bench --json`` run on an idle machine whose queues are rdmaq
-with different waiting settings (``rdmaq-shm@RDMAQ_OVERTIME_US=300`` ...) and both vLLM
+with different waiting settings (``rdmaq-shm@RDMAQ_SPIN_US=1000000`` ...) and both vLLM
 variants.  For each queue and pace this reads, over the run's sizes, the median ratio of the
 p99 (slowest reader per message) to the better vLLM variant of the same cell, and the reader
 CPU (busy phase, mean per reader, the highest of the sizes); vLLM's own points are ratios to
@@ -60,7 +60,7 @@ def points(result: dict) -> list[dict]:
 
 
 def _label(queue: str) -> str:
-    """'rdmaq-shm@RDMAQ_OVERTIME_US=300@RDMAQ_WINDOW_HISTORY=256' -> 'OVERTIME_US=300 WINDOW_HISTORY=256'."""
+    """'rdmaq-shm@RDMAQ_ANTICIPATE=0@RDMAQ_SPIN_US=0' -> 'ANTICIPATE=0 SPIN_US=0'."""
     base, _, env = queue.partition("@")
     if not env:
         return base + (" (default)" if base.startswith("rdmaq") else "")

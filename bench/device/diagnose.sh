@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Scheduler diagnosis of the contended tail, for the machine that got .devrun (env.sh):
-# TP=8 under 16 CPU hogs at 1 ms and 10 ms, rdmaq's default against the waiting behaviours
-# under evaluation (QUEUE@VAR=VALUE variants: settling the scheduler lag before a block when
-# the next message is far, by yield or by re-asking the slice; see csrc/wait.c) and vLLM
-# (the better vLLM variant of every 16-hog cell so far; QUEUES=...,vllm-spinloop adds the
-# other, ~27 s), every sub-run traced (tracefs, root), then a digest of a few lines per
+# TP=8 under 16 CPU hogs at 1 ms and 10 ms, rdmaq's default against its previous one (a
+# QUEUE@VAR=VALUE variant: the 100 µs slice, no settling before a far block; see csrc/wait.c)
+# and vLLM (the better vLLM variant of every 16-hog cell so far; QUEUES=...,vllm-spinloop adds
+# the other, ~27 s), every sub-run traced (tracefs, root), then a digest of a few lines per
 # sub-run on stdout.
 # Files in $OUT: env.txt, diag.json, diag.txt (tables), diag.err (progress, trace summaries),
 # trace/schedtrace.txt, trace/excerpts.txt (raw events around the worst messages).
@@ -18,7 +17,7 @@ mkdir -p "$OUT"
 tail -1 "$OUT/env.txt"
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing >>"$OUT/env.txt" 2>&1
 V=rdmaq-shm@RDMAQ_
-QUEUES=${QUEUES:-rdmaq-shm,${V}SETTLE_FAR_US=3000,${V}SETTLE_FAR_US=500,${V}SETTLE_FAR_US=3000@RDMAQ_SETTLE=replace,${V}SETTLE_FAR_US=3000@RDMAQ_SLICE_US=300,${V}SETTLE_FAR_US=500@RDMAQ_SLICE_US=300,vllm}
+QUEUES=${QUEUES:-rdmaq-shm,${V}SLICE_US=100@RDMAQ_SETTLE_FAR_US=0,vllm}
 trace=(--sched-trace "$OUT/trace")
 why=$(python3 -c 'from rdmaq.bench.schedtrace import unavailable; print(unavailable() or "")')
 if [ -n "$why" ]; then

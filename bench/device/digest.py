@@ -98,7 +98,7 @@ def digest(path: str, only_medians: bool = False) -> str:
             how = (s.get("stages") or {}).get("how", {})
             waits = "/".join(str(how.get(k, 0)) for k in ("ready", "spin", "window", "woken"))
             waits = (f"  waits r/s/w/k {waits} busy {rc.get('busy', 0)} preempted {rc.get('preempted', 0)} "
-                     f"settles {rc.get('settles', 0)} misses {rc.get('misses', 0)} overtime {rc.get('overtime', 0)}"
+                     f"settles {rc.get('settles', 0)} misses {rc.get('misses', 0)}"
                      if s.get("stages") else "")
             out.append(f"{c['queue']} rd={c['readers']} att={c['attackers']} {s['size']}B {_pace(s['pace_ns'])}: "
                        f"p50/p99/p99.9 {_f(lm.get('p50_us'))}/{_f(lm.get('p99_us'))}/{_f(lm.get('p999_us'))} us "

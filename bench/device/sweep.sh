@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The idle tail against reader CPU, for the machine that got .devrun (env.sh): TP=8 on an idle
 # machine, 64 B and 2 KB, 1 ms and 10 ms, rdmaq with the waiting settings a user can choose
-# (QUEUE@VAR=VALUE variants: window history and budget, overtime past a window, naps ending
-# earlier, spin, no anticipation) and both vLLM variants; then `rdmaq bench sweep`: one plot of the p99 ratio to
-# the better vLLM against reader CPU, and its points.
+# (QUEUE@VAR=VALUE variants: no anticipation, the spin budget) and both vLLM variants; then
+# `rdmaq bench sweep`: one plot of the p99 ratio to the better vLLM against reader CPU, and its
+# points.
 # Files in $OUT: env.txt, sweep.json (the run), sweep.txt (tables), sweep.err (progress),
 # sweep.png, sweep-points.json; the points on stdout.
 # Settings from the environment: QUEUES READERS SIZES PACE DURATION LABEL OUT.
@@ -15,9 +15,7 @@ mkdir -p "$OUT"
 . bench/device/env.sh >"$OUT/env.txt" 2>&1 || { cat "$OUT/env.txt"; exit 1; }
 tail -1 "$OUT/env.txt"
 V=rdmaq-shm@RDMAQ_
-DEFAULT_QUEUES="rdmaq-shm,${V}ANTICIPATE=0,${V}ANTICIPATE=0@RDMAQ_SPIN_US=0,${V}WINDOW_DIV=3"
-DEFAULT_QUEUES+=",${V}OVERTIME_US=300,${V}WINDOW_HISTORY=256,${V}WINDOW_HISTORY=256@RDMAQ_OVERTIME_US=500"
-DEFAULT_QUEUES+=",${V}NAP_EARLY_US=150,${V}WINDOW_HISTORY=256@RDMAQ_OVERTIME_US=500@RDMAQ_NAP_EARLY_US=100"
+DEFAULT_QUEUES="rdmaq-shm,${V}ANTICIPATE=0,${V}ANTICIPATE=0@RDMAQ_SPIN_US=0,${V}SPIN_US=200"
 DEFAULT_QUEUES+=",${V}SPIN_US=1000000,vllm,vllm-spinloop"
 t0=$SECONDS
 python3 -m rdmaq.bench.cli --queues "${QUEUES:-$DEFAULT_QUEUES}" --readers "${READERS:-8}" --attackers 0 \
