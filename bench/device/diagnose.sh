@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scheduler diagnosis of the contended tail, for the machine that got .devrun (env.sh):
 # TP=8 under 16 CPU hogs at 1 ms and 10 ms, rdmaq's default against its previous one (a
-# QUEUE@VAR=VALUE variant: the 100 µs slice, no settling before a far block; see csrc/wait.c)
+# QUEUE@VAR=VALUE variant: the 100 µs slice, no settling, the old window placement; csrc/wait.c)
 # and vLLM (the better vLLM variant of every 16-hog cell so far; QUEUES=...,vllm-spinloop adds
 # the other, ~27 s), every sub-run traced (tracefs, root), then a digest of a few lines per
 # sub-run on stdout.
@@ -17,7 +17,7 @@ mkdir -p "$OUT"
 tail -1 "$OUT/env.txt"
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing >>"$OUT/env.txt" 2>&1
 V=rdmaq-shm@RDMAQ_
-QUEUES=${QUEUES:-rdmaq-shm,${V}SLICE_US=100@RDMAQ_SETTLE_FAR_US=0,vllm}
+QUEUES=${QUEUES:-rdmaq-shm,${V}SLICE_US=100@RDMAQ_SETTLE_FAR_US=0@RDMAQ_WINDOW_FROM_SHORTEST=1,vllm}
 trace=(--sched-trace "$OUT/trace")
 why=$(python3 -c 'from rdmaq.bench.schedtrace import unavailable; print(unavailable() or "")')
 if [ -n "$why" ]; then
