@@ -12,9 +12,13 @@
  *   | rdmaq_rec_hdr (seq, ...) | payload (len)  | trailer: seq^key  |
  *   +--------------------------+----------------+-------------------+
  *
- * The trailer lands last (it is stored last on shm and is the last byte of
- * the RDMA WRITE on verbs).  XOR with a per-queue random key means stale
- * payload bytes of an earlier lap can never pass for a trailer.
+ * rdmaq_rec_frame (ring.c) stores the header's fields, the payload and the
+ * trailer, then the header's seq with release semantics; a reader loads seq
+ * with acquire (rdmaq_reader_has_record), so on shm a matching seq alone
+ * means the record is whole.  On verbs the record travels in one RDMA WRITE
+ * whose last bytes, the trailer, land last: a reader that sees the expected
+ * seq waits for the trailer too.  XOR with a per-queue random key means
+ * stale payload bytes of an earlier lap can never pass for a trailer.
  *
  * Credit flows back from each reader into its entry of the writer's
  * credit array: "next sequence I expect".  The writer may emit sequence s
@@ -36,7 +40,7 @@
 #define RDMAQ_MAX_READERS    256U
 
 struct rdmaq_rec_hdr {
-	uint64_t seq;	  /* stored last: valid iff == expected */
+	uint64_t seq;	  /* stored last, with release (shm): valid iff == expected */
 	uint64_t msg_len; /* whole message, repeated in every record */
 	uint32_t len;	  /* payload bytes in this record */
 	uint32_t flags;	  /* RDMAQ_REC_FIRST / _LAST / _ABORT */

@@ -106,7 +106,9 @@ size_t rdmaq_rec_frame(uint8_t *slot, uint64_t key, const struct rdmaq_rec_hdr *
 	}
 	toff = rdmaq_rec_trailer_off(hdr->len);
 	smp_store_release((uint64_t *)(slot + toff), hdr->seq ^ key);
-	/* Last: a reader that sees this seq sees everything above. */
+	/* Last, with release: pairs with the acquire load of seq in
+	 * rdmaq_reader_has_record, so a reader that sees this seq sees the
+	 * fields, payload and trailer stored above (format.h). */
 	smp_store_release(&dst->seq, hdr->seq);
 	return toff + sizeof(uint64_t);
 }

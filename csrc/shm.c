@@ -573,7 +573,8 @@ int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config
 		.sleeping = &w->l.wwait->sleeping,
 	};
 	w->w.waiter.ep = &w->sleep;
-	/* Readers trust the segment once the magic is there. */
+	/* Readers trust the segment once the magic is there (pairs with the
+	 * acquire load in shm_open_segment). */
 	smp_store_release(&h->magic, RDMAQ_MAGIC);
 	*out = &w->w;
 	return 0;
@@ -692,10 +693,12 @@ static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct
 	close(fd);
 	r->base = p;
 	r->seg_bytes = (uint64_t)st.st_size;
-	/* One private copy; nothing below reads the header again. */
-	memcpy(&h, p, sizeof(h));
+	/* The magic first, with acquire: it pairs with the writer's release
+	 * store in rdmaq_shm_writer_create, so the copy below sees the fields
+	 * stored before it.  One private copy; nothing below reads the header again. */
 	if (smp_load_acquire(&((struct rdmaq_shm_hdr *)p)->magic) != RDMAQ_MAGIC)
 		return rdmaq_set_err(-EPROTO, "%s is not an rdmaq queue", path);
+	memcpy(&h, p, sizeof(h));
 	if (h.version != RDMAQ_VERSION)
 		return rdmaq_set_err(-EPROTO,
 				     "%s is an rdmaq v%u queue, this is v%u: writer and reader "
@@ -708,8 +711,13 @@ static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct
 		.max_message = h.max_message,
 	};
 	ret = rdmaq_config_check(cfg);
-	if (ret)
-		return rdmaq_set_err(-EPROTO, "%s has a corrupt header: %s", path, rdmaq_errmsg());
+	if (ret) {
+		char why[256];
+
+		/* Copied out first: rdmaq_set_err formats into the buffer it quotes. */
+		snprintf(why, sizeof(why), "%s", rdmaq_errmsg());
+		return rdmaq_set_err(-EPROTO, "%s has a corrupt header: %s", path, why);
+	}
 	if (h.seg_bytes != shm_seg_bytes(cfg) || h.seg_bytes != r->seg_bytes)
 		return rdmaq_set_err(-EPROTO,
 				     "%s is %" PRIu64 " bytes, its header describes %" PRIu64

@@ -112,6 +112,24 @@ def test_forged_segment_is_refused_not_a_crash(case, size, fields, match):
         os.unlink(os.path.join(SHM, name))
 
 
+@pytest.mark.parametrize("field, value, why", [
+    ("slots", 1, "slots must be at least 2, got 1"),
+    ("slot_bytes", 100, "slot_bytes must be a multiple of 64 and at least 128, got 100"),
+    ("n_readers", 0, "n_readers must be in 1..256, got 0"),
+])
+def test_corrupt_header_message_comes_out_intact(field, value, why):
+    """The reason quoted after "corrupt header" reads as the check wrote it."""
+    name = f"rdmaq-forged-{os.getpid()}-{field}"
+    size = _layout_bytes(1, 1024, 8)
+    _forge(name, size, **{field: value, "seg_bytes": size})
+    try:
+        with pytest.raises(rdmaq.ProtocolError) as e:
+            rdmaq.Reader(rdmaq.Handle("shm", 1, ShmInfo(name, "")), 0)
+        assert str(e.value) == f"attach reader 0: /{name} has a corrupt header: {why}"
+    finally:
+        os.unlink(os.path.join(SHM, name))
+
+
 def test_writer_refuses_credit_from_the_future():
     """A same-user peer writing nonsense into its credit entry gets an error, not a
     writer that overwrites unread slots or waits for ever."""
