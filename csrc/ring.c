@@ -221,6 +221,13 @@ static int rdmaq_writer_emit_message(struct rdmaq_writer *w, const struct rdmaq_
 	struct rdmaq_put_state *p = &w->put;
 	int ret;
 
+	/* The marker ending a message given up goes first; if waiting for its
+	 * slot is interrupted, the resumed put still owes it. */
+	if (w->abort_pending) {
+		ret = rdmaq_writer_emit_abort(w, deadline);
+		if (ret)
+			return ret;
+	}
 	/* A message that fits the ring is reserved whole, so a timeout never
 	 * leaves half of it behind; a longer one streams through. */
 	if (p->k == 0 && p->nrec <= w->cfg.slots) {
@@ -255,6 +262,18 @@ static int rdmaq_writer_emit_message(struct rdmaq_writer *w, const struct rdmaq_
 	return 0;
 }
 
+/*
+ * The put in progress will not complete: a put that fails delivers nothing.
+ * If records of it were emitted, an ABORT record owed before the next
+ * message tells readers to drop what they have of it.
+ */
+static void rdmaq_writer_abandon(struct rdmaq_writer *w)
+{
+	if (w->put.active && w->put.k)
+		w->abort_pending = true;
+	w->put.active = false;
+}
+
 static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
 			     int64_t timeout_ns, bool resume)
 {
@@ -274,23 +293,14 @@ static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *i
 	if (resume && (!w->put.active || w->put.total != total))
 		return rdmaq_set_err(-EINVAL, "nothing to resume: no interrupted put of %llu bytes",
 				     (unsigned long long)total);
-	if (!resume && w->put.active) {
-		/* The interrupted message is given up; readers drop what they have of it. */
-		w->put.active = false;
-		if (w->put.k)
-			w->abort_pending = true;
-	}
 	if (!resume) {
+		/* A put left interrupted (its caller gave up on it) is abandoned. */
+		rdmaq_writer_abandon(w);
 		if (total > w->cfg.max_message)
 			return rdmaq_set_err(-EMSGSIZE,
 					     "message of %llu bytes exceeds max_message_bytes=%llu",
 					     (unsigned long long)total,
 					     (unsigned long long)w->cfg.max_message);
-		if (w->abort_pending) {
-			ret = rdmaq_writer_emit_abort(w, deadline);
-			if (ret)
-				return ret;
-		}
 		w->put = (struct rdmaq_put_state){
 			.active = true,
 			.total = total,
@@ -299,11 +309,8 @@ static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *i
 	}
 	ret = rdmaq_writer_emit_message(w, iov, iovcnt, deadline);
 	if (ret) {
-		if (ret == -EINTR)
-			return ret; /* resumable */
-		w->put.active = false;
-		if (w->put.k)
-			w->abort_pending = true;
+		if (ret != -EINTR) /* -EINTR: resumable */
+			rdmaq_writer_abandon(w);
 		return ret;
 	}
 	w->put.active = false;
