@@ -3,6 +3,7 @@
  * The ring engine: framing, flow control, message assembly.  The memory
  * format it writes and reads is described in format.h.
  */
+#include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -34,6 +35,32 @@ int rdmaq_config_check(const struct rdmaq_config *cfg)
 	return 0;
 }
 
+uint32_t rdmaq_forks;
+
+static void rdmaq_count_fork(void)
+{
+	/* In the child, which has one thread now. */
+	__atomic_store_n(&rdmaq_forks, rdmaq_forks + 1, __ATOMIC_RELAXED);
+}
+
+static void rdmaq_watch_forks(void)
+{
+	pthread_atfork(NULL, NULL, rdmaq_count_fork);
+}
+
+uint32_t rdmaq_fork_count(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, rdmaq_watch_forks);
+	return __atomic_load_n(&rdmaq_forks, __ATOMIC_RELAXED);
+}
+
+static int rdmaq_forked_err(const char *what)
+{
+	return rdmaq_set_err(-ESTALE, "%s belongs to the parent process (fork)", what);
+}
+
 uint64_t rdmaq_random_u64(void)
 {
 	uint64_t v = 0;
@@ -54,6 +81,7 @@ void rdmaq_writer_init(struct rdmaq_writer *w, const struct rdmaq_writer_ops *op
 	w->next_seq = 1;
 	w->credits = credits;
 	w->payload = rdmaq_slot_payload(cfg->slot_bytes);
+	w->forks = rdmaq_fork_count();
 	rdmaq_waiter_init(&w->waiter, wops, w, cfg->spin_ns, &w->stats);
 }
 
@@ -72,6 +100,7 @@ void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *op
 	r->next_seq = 1;
 	r->credited = 1;
 	r->credit_batch = cfg->slots / 4 ? cfg->slots / 4 : 1;
+	r->forks = rdmaq_fork_count();
 	rdmaq_waiter_init(&r->waiter, wops, r, cfg->spin_ns, &r->stats);
 	r->waiter.before_block = rdmaq_reader_before_block;
 	rdmaq_cadence_init(&r->cadence);
@@ -130,7 +159,7 @@ static int rdmaq_writer_has_room(void *arg)
 	for (i = 0; i < w->cfg.n_readers; i++) {
 		uint64_t c = smp_load_acquire(&w->credits[i].next_seq);
 
-		if (c == RDMAQ_CREDIT_CLOSED)
+		if (c == RDMAQ_CREDIT_CLOSED || rdmaq_writer_dropped(w, i))
 			continue;
 		/* Credit is peer-written memory: never trust it past what was sent. */
 		if (c > w->next_seq)
@@ -143,7 +172,8 @@ static int rdmaq_writer_has_room(void *arg)
 			return 0;
 	}
 	if (!open)
-		return rdmaq_set_err(-EPIPE, "all %u readers have closed", w->cfg.n_readers);
+		return rdmaq_set_err(-EPIPE, "all %u readers have closed or were dropped",
+				     w->cfg.n_readers);
 	return 1;
 }
 
@@ -158,6 +188,8 @@ int rdmaq_writer_wait_ready(struct rdmaq_writer *w, int64_t timeout_ns)
 {
 	int ret;
 
+	if (rdmaq_forked(w->forks))
+		return rdmaq_forked_err("writer");
 	if (w->ready)
 		return 0;
 	ret = rdmaq_wait(&w->waiter, rdmaq_writer_poll_ready, w, rdmaq_deadline(timeout_ns));
@@ -282,6 +314,8 @@ static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *i
 	int i, ret;
 
 	w->trace = (struct rdmaq_trace){ .start_ns = rdmaq_now_ns() };
+	if (rdmaq_forked(w->forks))
+		return rdmaq_forked_err("writer");
 	if (w->closed)
 		return rdmaq_set_err(-EBADF, "writer is closed");
 	if (!w->ready)
@@ -341,8 +375,60 @@ int rdmaq_writer_close(struct rdmaq_writer *w)
 	if (w->closed)
 		return 0;
 	w->closed = true;
+	if (rdmaq_forked(w->forks))
+		return 0; /* the parent's queue stays open */
 	/* Before ready too: readers already waiting for it must learn it. */
 	return w->ops->mark_closed(w, w->next_seq);
+}
+
+static int rdmaq_writer_check_index(struct rdmaq_writer *w, uint32_t index)
+{
+	if (rdmaq_forked(w->forks))
+		return rdmaq_forked_err("writer");
+	if (w->closed)
+		return rdmaq_set_err(-EBADF, "writer is closed");
+	if (!w->ready)
+		return rdmaq_set_err(-ENOTCONN, "writer is not ready: call wait_ready() first");
+	if (index >= w->cfg.n_readers)
+		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers",
+				     index, w->cfg.n_readers);
+	return 0;
+}
+
+/* Closed or dropped: the writer has nothing more to do with reader `index`. */
+static bool rdmaq_writer_gone(struct rdmaq_writer *w, uint32_t index)
+{
+	return rdmaq_writer_dropped(w, index) ||
+	       smp_load_acquire(&w->credits[index].next_seq) == RDMAQ_CREDIT_CLOSED;
+}
+
+int rdmaq_writer_reader_dead(struct rdmaq_writer *w, uint32_t index)
+{
+	int ret = rdmaq_writer_check_index(w, index);
+
+	if (ret)
+		return ret;
+	return rdmaq_writer_gone(w, index) ? 0 : w->ops->reader_dead(w, index);
+}
+
+int rdmaq_writer_drop_reader(struct rdmaq_writer *w, uint32_t index)
+{
+	int ret = rdmaq_writer_reader_dead(w, index);
+
+	if (ret < 0)
+		return ret;
+	if (rdmaq_writer_gone(w, index))
+		return 0;
+	if (!ret)
+		return rdmaq_set_err(-EINVAL,
+				     "reader %u is alive: only a reader whose process has ended "
+				     "can be dropped",
+				     index);
+	w->dropped[index / 64] |= 1ULL << (index % 64);
+	/* As if it had closed, for the transport's checks: a dead process
+	 * writes its credit entry no more. */
+	smp_store_release(&w->credits[index].next_seq, RDMAQ_CREDIT_CLOSED);
+	return 0;
 }
 
 void rdmaq_writer_cancel(struct rdmaq_writer *w)
@@ -441,6 +527,8 @@ static int rdmaq_reader_is_ready(void *arg)
 
 int rdmaq_reader_wait_ready(struct rdmaq_reader *r, int64_t timeout_ns)
 {
+	if (rdmaq_forked(r->forks))
+		return rdmaq_forked_err("reader");
 	if (r->closed)
 		return rdmaq_set_err(-EBADF, "reader is closed");
 	return rdmaq_wait(&r->waiter, rdmaq_reader_is_ready, r, rdmaq_deadline(timeout_ns));
@@ -461,6 +549,8 @@ static int rdmaq_reader_wait_record(struct rdmaq_reader *r, int64_t deadline, bo
 {
 	bool planned = first && r->planned;
 
+	if (rdmaq_forked(r->forks))
+		return rdmaq_forked_err("reader");
 	if (r->closed)
 		return rdmaq_set_err(-EBADF, "reader is closed");
 	r->planned = false;
@@ -472,6 +562,8 @@ int rdmaq_reader_nap(struct rdmaq_reader *r, int64_t timeout_ns)
 {
 	int ret;
 
+	if (rdmaq_forked(r->forks))
+		return rdmaq_forked_err("reader");
 	if (r->closed)
 		return rdmaq_set_err(-EBADF, "reader is closed");
 	if (r->in_message || r->planned)
@@ -609,6 +701,8 @@ int rdmaq_reader_close(struct rdmaq_reader *r)
 	if (r->closed)
 		return 0;
 	r->closed = true;
+	if (rdmaq_forked(r->forks))
+		return 0; /* the parent's reader reads on */
 	/* Tell the writer not to wait for us any more. */
 	return r->ops->credit(r, RDMAQ_CREDIT_CLOSED);
 }

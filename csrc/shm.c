@@ -480,7 +480,8 @@ static void shm_writer_destroy(struct rdmaq_writer *wp)
 
 	for (i = 0; i < wp->cfg.n_readers; i++)
 		peer_close(&w->peers[i]);
-	shm_writer_unlink(w);
+	if (!rdmaq_forked(wp->forks)) /* a forked child's copy: the name is the parent's */
+		shm_writer_unlink(w);
 	if (w->base)
 		munmap(w->base, w->seg_bytes);
 	free(w);
@@ -515,6 +516,13 @@ dead:
 	return 0;
 }
 
+static int shm_writer_reader_dead(struct rdmaq_writer *wp, uint32_t i)
+{
+	struct rdmaq_shm_peer *p = &to_shm_writer(wp)->peers[i];
+
+	return p->pid && peer_dead(p);
+}
+
 static const struct rdmaq_writer_ops shm_writer_ops = {
 	.poll_ready = shm_writer_poll_ready,
 	.ready_timeout = shm_writer_ready_timeout,
@@ -523,6 +531,7 @@ static const struct rdmaq_writer_ops shm_writer_ops = {
 	.flush = shm_writer_flush,
 	.mark_closed = shm_writer_mark_closed,
 	.interrupt = shm_writer_interrupt,
+	.reader_dead = shm_writer_reader_dead,
 	.destroy = shm_writer_destroy,
 };
 

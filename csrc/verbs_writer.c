@@ -79,7 +79,8 @@ struct rdmaq_verbs_writer {
 
 static bool peer_open(struct rdmaq_verbs_writer *w, uint32_t i)
 {
-	return w->peers[i].attached && READ_ONCE(w->credits[i].next_seq) != RDMAQ_CREDIT_CLOSED;
+	return w->peers[i].attached && READ_ONCE(w->credits[i].next_seq) != RDMAQ_CREDIT_CLOSED &&
+	       !rdmaq_writer_dropped(&w->w, i);
 }
 
 /* Reader i's liveness socket ended (known, or checked now): stop polling it. */
@@ -355,6 +356,11 @@ static int vw_refresh_credit(struct rdmaq_writer *wp)
 	return 0;
 }
 
+static int vw_reader_dead(struct rdmaq_writer *wp, uint32_t i)
+{
+	return peer_open(to_vwriter(wp), i) && peer_gone(to_vwriter(wp), i);
+}
+
 static void vw_interrupt(struct rdmaq_writer *wp)
 {
 	rdmaq_verbs_ep_wake(&to_vwriter(wp)->ep);
@@ -502,6 +508,7 @@ static const struct rdmaq_writer_ops vw_ops = {
 	.mark_closed = vw_mark_closed,
 	.refresh_credit = vw_refresh_credit,
 	.interrupt = vw_interrupt,
+	.reader_dead = vw_reader_dead,
 	.destroy = vw_destroy,
 };
 

@@ -12,7 +12,10 @@
  * -EINTR when a signal handler ran (and, with wait_config.main_returns, on
  * the process's main thread at least every 100 ms, so an interpreter can
  * run its own signal handlers); calling again (for put,
- * rdmaq_writer_resume) continues where it stopped.
+ * rdmaq_writer_resume) continues where it stopped.  A put that fails
+ * otherwise, or is not resumed before the next put, delivers nothing:
+ * readers drop any records of it they got.  An endpoint inherited through
+ * fork() fails with -ESTALE in the child; its queue is the parent's.
  *
  * This header is fed to cffi's cdef after its preprocessor lines are
  * dropped, so keep it to plain declarations.
@@ -104,6 +107,17 @@ int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int 
 int rdmaq_writer_resume(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
 			int64_t timeout_ns);
 int rdmaq_writer_close(struct rdmaq_writer *w);
+/*
+ * A reader whose process ended without closing holds the ring back: every
+ * put that needs its credit fails with -EOWNERDEAD.  reader_dead: 1 if
+ * reader `index` is such a reader, 0 if not (alive, closed or dropped).
+ * drop_reader forgets it: the writer no longer waits for its credit, writes
+ * to it or reports it dead, and the index stays taken.  0 when dropped (or
+ * closed or dropped before), -EINVAL when it is alive or out of range,
+ * -ENOTCONN before the queue is ready.
+ */
+int rdmaq_writer_reader_dead(struct rdmaq_writer *w, uint32_t index);
+int rdmaq_writer_drop_reader(struct rdmaq_writer *w, uint32_t index);
 void rdmaq_writer_cancel(struct rdmaq_writer *w);
 void rdmaq_writer_destroy(struct rdmaq_writer *w);
 void rdmaq_writer_stats(const struct rdmaq_writer *w, struct rdmaq_stats *out);
