@@ -8,6 +8,7 @@
 from .errors import (
     ClosedError,
     Error,
+    ForkedError,
     IndexInUseError,
     MessageTooLarge,
     PeerClosedError,
@@ -22,6 +23,6 @@ from .queue import Reader, Writer, resolve_transport
 __all__ = [
     "Writer", "Reader", "Handle", "resolve_transport", "Error", "ClosedError",
     "PeerClosedError", "PeerDeadError", "MessageTooLarge", "ProtocolError", "QueueNotFoundError",
-    "IndexInUseError", "SharedMemoryFullError",
+    "IndexInUseError", "SharedMemoryFullError", "ForkedError",
 ]
 __version__ = "0.1.0"

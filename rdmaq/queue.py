@@ -47,6 +47,15 @@ def resolve_transport(transport: str) -> str:
 
 _E = TypeVar("_E", bound="_Endpoint")
 _NS_FOREVER = 1 << 62  # timeouts beyond this (~146 years) mean "no timeout"
+_forks = 0  # os.fork()s that made this process, counted in each child
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_count_fork)
 
 
 def _timeout_ns(timeout: float | None) -> int:
@@ -73,6 +82,13 @@ def _remaining_ns(deadline: float | None) -> int:
 def _deadline(timeout: float | None) -> float | None:
     ns = _timeout_ns(timeout)
     return None if ns < 0 else time.monotonic() + ns / 1e9
+
+
+def _lock_timeout(deadline: float | None) -> float:
+    """Seconds left for Lock.acquire (-1: no limit)."""
+    if deadline is None:
+        return -1
+    return min(max(0.0, deadline - time.monotonic()), threading.TIMEOUT_MAX)
 
 
 def _int_arg(name: str, value: object, lo: int, hi: int) -> int:
@@ -160,6 +176,7 @@ class _Endpoint:
         self._closed = False
         self._ready = False
         self._pid = os.getpid()
+        self._forks = _forks
 
     def _check(self, rc: int, what: str) -> None:
         errors.raise_for(rc, f"{self._kind} {what}", self._lib, self._ffi)
@@ -168,9 +185,17 @@ class _Endpoint:
         if self._closed:
             raise errors.ClosedError(f"{self._kind} is closed")
 
-    def _enter(self) -> None:
+    def _enter(self, deadline: float | None, what: str) -> None:
+        """Take the endpoint for one operation (``what``, for messages) by the deadline."""
         self._check_open()
-        self._op.acquire()
+        if self._forks != _forks:
+            # Checked before the lock, which a parent's thread may have held at fork().
+            raise errors.ForkedError(
+                f"{self._kind} {what}: {self._kind} belongs to the parent process (fork), pid "
+                f"{self._pid}: make endpoints in the process that uses them", errno.ESTALE)
+        if not self._op.acquire(timeout=_lock_timeout(deadline)):
+            raise TimeoutError(f"{self._kind} {what}: timed out while another thread's call "
+                               f"held this {self._kind}")
         if self._closed:  # closed while we waited for the lock
             self._op.release()
             raise errors.ClosedError(f"{self._kind} is closed")
@@ -220,7 +245,7 @@ class _Endpoint:
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every reader has attached and the writer connected them."""
         deadline = _deadline(timeout)
-        self._enter()
+        self._enter(deadline, "wait_ready")
         try:
             self._wait_ready_locked(deadline)
         finally:
@@ -238,7 +263,7 @@ class _Endpoint:
         if self._closed:
             return
         self._closed = True
-        if os.getpid() != self._pid:
+        if self._forks != _forks:
             # A fork()ed copy: the queue belongs to the parent, leave it be.
             return
         self._ops.cancel(self._ptr)  # wakes a blocked operation, which then releases _op
@@ -332,17 +357,21 @@ class Writer(_Endpoint):
                 buf = ffi.from_buffer(p)
             except TypeError:
                 raise TypeError(f"put() needs bytes-like objects, got {type(p).__name__}") from None
+            except (BufferError, ValueError):  # a strided view: no copy behind the caller's back
+                raise ValueError(f"put() needs C-contiguous buffers, got a non-contiguous "
+                                 f"{type(p).__name__}: copy it first (bytes(), "
+                                 "numpy.ascontiguousarray)") from None
             keep.append(buf)
             iov[i].base = buf
             iov[i].len = len(buf)
         lib = self._lib
-        self._enter()
+        self._enter(deadline, "put")
         try:
             self._wait_ready_locked(deadline)
             rc = lib.rdmaq_writer_put(self._ptr, iov, len(parts), _remaining_ns(deadline))
-            # Interrupted (see _call): continue the same message; if a signal
-            # handler raises instead, the next put abandons it and readers
-            # drop the part they have.
+            # Interrupted (see _call): continue the same message.  If a signal
+            # handler raises instead, or the put fails, the message is not
+            # delivered: readers drop any part of it they have.
             while rc == _EINTR:
                 rc = lib.rdmaq_writer_resume(self._ptr, iov, len(parts), _remaining_ns(deadline))
             self._check(rc, "put")
@@ -352,6 +381,28 @@ class Writer(_Endpoint):
     def send(self, obj: Any, timeout: float | None = None) -> None:
         """Pickle ``obj`` (protocol 5, large buffers out of band) and put it."""
         self.put(serialize.dumps(obj), timeout)
+
+    def dead_readers(self) -> list[int]:
+        """The readers whose process ended without closing (not yet dropped): each
+        makes the puts that need its credit raise PeerDeadError."""
+        dead = self._lib.rdmaq_writer_reader_dead
+        return [i for i in range(self.n_readers) if self._on_reader(dead, i, "dead_readers")]
+
+    def drop_reader(self, index: int) -> None:
+        """Forget reader ``index``, whose process ended without closing: puts no longer
+        wait for it or raise PeerDeadError for it, and its index stays taken.  A reader
+        that closed or was dropped is fine too; ValueError if it is alive."""
+        self._on_reader(self._lib.rdmaq_writer_drop_reader, index, "drop_reader")
+
+    def _on_reader(self, fn: Callable[..., int], index: int, what: str) -> int:
+        _int_arg("index", index, 0, self.n_readers - 1)
+        self._enter(None, what)
+        try:
+            rc = fn(self._ptr, index)
+            self._check(rc, what)
+            return rc
+        finally:
+            self._op.release()
 
 
 class Reader(_Endpoint):
@@ -387,7 +438,7 @@ class Reader(_Endpoint):
     def get(self, timeout: float | None = None) -> bytearray:
         """Next message as a bytearray the caller owns."""
         deadline = _deadline(timeout)
-        self._enter()
+        self._enter(deadline, "get")
         try:
             self._wait_ready_locked(deadline)
             msg = self._get_locked(deadline)
@@ -442,7 +493,7 @@ class Reader(_Endpoint):
     def recv(self, timeout: float | None = None) -> Any:
         """Next message, unpickled (see Writer.send)."""
         deadline = _deadline(timeout)
-        self._enter()
+        self._enter(deadline, "recv")
         try:
             self._wait_ready_locked(deadline)
             msg = self._get_locked(deadline)
