@@ -8,7 +8,7 @@ the info's type, the transport every field of its info.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TypeGuard
 
 HANDLE_VERSION = 3  # 3: typed transport info (2: a dict)
@@ -58,6 +58,12 @@ class Handle:
         """Raise ValueError/TypeError naming the field if this handle or ``index`` is unusable."""
         if not isinstance(self, Handle):
             raise TypeError(f"not an rdmaq.Handle: {type(self).__name__}")
+        # A handle pickled by another release may lack a field (the class's
+        # default would hide a missing version).
+        for f in fields(Handle):
+            if f.name not in vars(self):
+                raise ValueError(f"handle field {f.name!r} is missing: writer and reader run "
+                                 "different rdmaq releases, or the handle was altered")
         if not _is_int(self.version):
             raise TypeError(f"handle version must be an int, got {type(self.version).__name__}")
         if self.version != HANDLE_VERSION:

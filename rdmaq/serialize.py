@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .errors import ProtocolError
+
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
 
@@ -156,11 +158,15 @@ def frame(p: Pickled) -> list[Buffer]:
 
 def loads(msg: bytearray | memoryview) -> Any:
     """Inverse of dumps; out-of-band buffers alias ``msg`` (no copy), so ``msg``
-    must be the caller's own."""
+    must be the caller's own.  A header that does not fit the message (corrupt)
+    raises ProtocolError."""
     mv = memoryview(msg)
     nbuf = out_of_band_count(mv)
-    lens = struct.unpack_from(f"<{nbuf + 1}Q", mv, _HDR.size)
     pos = _HDR.size + 8 * (nbuf + 1)
+    if len(mv) < pos:
+        raise ProtocolError(f"corrupt object message: its header announces {nbuf} out-of-band "
+                            f"buffers, whose lengths need {pos} bytes; the message has {len(mv)}")
+    lens = struct.unpack_from(f"<{nbuf + 1}Q", mv, _HDR.size)
     data = mv[pos : pos + lens[0]]
     pos += lens[0]
     bufs = []
@@ -169,7 +175,7 @@ def loads(msg: bytearray | memoryview) -> Any:
         bufs.append(mv[pos : pos + n])
         pos += n
     if pos > len(mv):
-        raise ValueError(f"truncated object message: needs {pos} bytes, got {len(mv)}")
+        raise ProtocolError(f"truncated object message: needs {pos} bytes, got {len(mv)}")
     return pickle.loads(data, buffers=bufs)
 
 

@@ -141,5 +141,5 @@ def test_message_is_pickle_protocol_5_behind_a_header():
 
 def test_truncated_message_is_refused_clearly():
     msg = _message(serialize.dumps(np.zeros(1 << 17)))
-    with pytest.raises(ValueError, match="truncated object message"):
+    with pytest.raises(rdmaq.ProtocolError, match="truncated object message"):
         serialize.loads(msg[:-100])
