@@ -91,6 +91,19 @@ def _lock_timeout(deadline: float | None) -> float:
     return min(max(0.0, deadline - time.monotonic()), threading.TIMEOUT_MAX)
 
 
+def _unusable_buffer(p: Any, e: Exception) -> str:
+    """Why ffi.from_buffer refused a buffer: a strided view gets no copy behind the
+    caller's back (a message is copied once, into the ring)."""
+    try:
+        contiguous = memoryview(p).c_contiguous
+    except (BufferError, ValueError):  # released, or exports nothing now
+        contiguous = True
+    if contiguous:
+        return f"put() cannot use a {type(p).__name__}: {e}"
+    return (f"put() needs C-contiguous buffers, got a non-contiguous {type(p).__name__}: "
+            "copy it first (bytes(), numpy.ascontiguousarray)")
+
+
 def _int_arg(name: str, value: object, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -357,10 +370,8 @@ class Writer(_Endpoint):
                 buf = ffi.from_buffer(p)
             except TypeError:
                 raise TypeError(f"put() needs bytes-like objects, got {type(p).__name__}") from None
-            except (BufferError, ValueError):  # a strided view: no copy behind the caller's back
-                raise ValueError(f"put() needs C-contiguous buffers, got a non-contiguous "
-                                 f"{type(p).__name__}: copy it first (bytes(), "
-                                 "numpy.ascontiguousarray)") from None
+            except (BufferError, ValueError) as e:
+                raise ValueError(_unusable_buffer(p, e)) from None
             keep.append(buf)
             iov[i].base = buf
             iov[i].len = len(buf)

@@ -33,6 +33,14 @@ def test_put_of_a_non_contiguous_buffer_is_refused_by_name(transport, strided):
         assert r.get(timeout=TIMEOUT) == bytes(buf)
 
 
+def test_put_of_a_released_buffer_says_so(transport):
+    with rdmaq.Writer(1, transport=transport) as w:
+        mv = memoryview(b"gone")
+        mv.release()
+        with pytest.raises(ValueError, match="put\\(\\) cannot use a memoryview: .*released"):
+            w.put(mv)
+
+
 def _header(nbuf, *lens):
     return serialize._HDR.pack(serialize.MAGIC, nbuf) + struct.pack(f"<{len(lens)}Q", *lens)
 
