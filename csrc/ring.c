@@ -428,6 +428,9 @@ int rdmaq_writer_drop_reader(struct rdmaq_writer *w, uint32_t index)
 	/* As if it had closed, for the transport's checks: a dead process
 	 * writes its credit entry no more. */
 	smp_store_release(&w->credits[index].next_seq, RDMAQ_CREDIT_CLOSED);
+	/* Records a failed write to it held back go to the others now; an error
+	 * here is another reader's, which the next put reports. */
+	w->ops->flush(w, true);
 	return 0;
 }
 
