@@ -14,8 +14,10 @@
  * run its own signal handlers); calling again (for put,
  * rdmaq_writer_resume) continues where it stopped.  A put that fails
  * otherwise, or is not resumed before the next put, delivers nothing:
- * readers drop any records of it they got.  An endpoint inherited through
- * fork() fails with -ESTALE in the child; its queue is the parent's.
+ * readers drop any records of it they got (one exception: a verbs put that
+ * failed writing to a dead reader after framing the message; the others get
+ * it when that reader is dropped).  An endpoint inherited through fork()
+ * fails with -ESTALE in the child; its queue is the parent's.
  *
  * This header is fed to cffi's cdef after its preprocessor lines are
  * dropped, so keep it to plain declarations.
