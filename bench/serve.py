@@ -133,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-grace", type=float, default=30,
                    help="seconds between SIGTERM and SIGKILL (default %(default)s)")
     p.add_argument("--client-timeout", type=float, default=None,
-                   help="seconds per client run (default: 5 x num-prompts / rate + 300)")
+                   help="seconds per client run (cpu: 5 x num-prompts / rate + 300; "
+                        "cuda: 3 x num-prompts / rate + 60)")
     p.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
                    help="start no run that would end later than this after the start (the rest: "
                         "--resume); exit status 3 when runs are left")
@@ -456,6 +457,14 @@ def _rdmaq_stats(stats_dir: Path) -> list[dict]:
     return out
 
 
+def client_timeout(args) -> float:
+    """A run's time limit: generous on a 2-core CPU; on a GPU short enough that a hung run
+    leaves a lent machine's call time for the rest."""
+    if args.device == "cpu":
+        return 5 * args.num_prompts / args.rate + 300
+    return 3 * args.num_prompts / args.rate + 60
+
+
 def config_of(args, vllm: str, model: Path, queues: list[str], settings: list[str]) -> dict:
     """results.json's config: everything a later part (--resume) needs to go on."""
     n_hogs = args.hogs if args.hogs is not None else len(os.sched_getaffinity(0))
@@ -467,7 +476,7 @@ def config_of(args, vllm: str, model: Path, queues: list[str], settings: list[st
            "device": args.device, "client": args.client,
            "setting_desc": {s: serve_attack.describe(s, n_hogs) for s in settings},
            "step_timing": not args.no_step_timing,
-           "client_timeout": args.client_timeout or (5 * args.num_prompts / args.rate + 300)}
+           "client_timeout": args.client_timeout or client_timeout(args)}
     if args.device == "cuda":
         cfg |= {"profile": args.profile, "profile_desc": PROFILES[args.profile],
                 "max_num_seqs": args.max_num_seqs,
@@ -564,7 +573,8 @@ class Sweep:
             if not parallel:
                 srv.wait_healthy(self.args.start_timeout)
         for srv in new:
-            srv.wait_healthy(self.args.start_timeout)
+            if srv.startup_s is None:  # launched with the others
+                srv.wait_healthy(self.args.start_timeout)
             warm_up(srv, self.model)
             st_dir, _ = self._dirs(srv.name)
             self.result["servers"][srv.name] = {
@@ -648,6 +658,12 @@ class Sweep:
             self.result["servers"][q]["kept_after_part"] = len(self.result["parts"])
 
     def stop(self) -> None:
+        for srv in self.servers.values():  # all at once: each stop below then mostly waits
+            if srv.sid is not None and srv.owns_session():
+                try:
+                    os.kill(srv.sid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         for q, srv in self.servers.items():
             _log(f"stopping {q} server")
             self.result["servers"].setdefault(q, {})["cleanup"] = srv.stop(self.args.stop_grace)

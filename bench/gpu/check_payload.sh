@@ -58,7 +58,7 @@ trap 'rm -rf "$DEST"' EXIT
 # a libcuda.so.1 with the driver functions vLLM's modules link (they are never called here)
 mkdir -p "$DEST/stub"
 for so in "$DEST"/site/vllm/*.so "$DEST"/site/vllm/vllm_flash_attn/*.so; do
-  nm -D --undefined-only "$so" | awk '{print $2}' | grep '^cu' | sed 's/@.*//'
+  nm -D --undefined-only "$so" | awk '$2 ~ /^cu/ {sub(/@.*/, "", $2); print $2}'
 done | sort -u | awk 'BEGIN{print "int rdmaq_stub_libcuda;"} {print "int " $1 "(void){return 999;}"}' \
   > "$DEST/stub/libcuda.c"
 gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$DEST/stub/libcuda.so.1" "$DEST/stub/libcuda.c"

@@ -23,7 +23,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DEST=${RDMAQ_GPU_DEST:-/tmp/rdmaq-gpu}
 OUT=${OUT:-$DEST/out}
 PY=${PYTHON:-python3}
-DEADLINE=${DEADLINE:-500}  # s: a call lasts 600 s at most; stopping and packing take ~30 s
+DEADLINE=${DEADLINE:-480}  # s: a call lasts 600 s at most; stopping (at most 30 s, the servers
+                           # together) and packing come after the last run
 mkdir -p "$DEST" "$OUT"
 # vLLM's CUDA platform and NCCL: keep what the machine sets (NVLink multicast off)
 export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -48,7 +49,8 @@ pack() {  # pack DIR NAME
 }
 
 bench() {  # bench ARGS...: rdmaq bench serve from the payload (not the source tree's rdmaq/)
-  (cd "$DEST" && "$PY" -m rdmaq.cli bench serve "$@")
+  # a SIGTERM before the call's end: the harness stops (servers kept) and the step still packs
+  (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench serve "$@")
 }
 
 parts() {  # the parts a sweep directory's results.json records

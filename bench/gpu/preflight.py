@@ -49,6 +49,7 @@ MODULES = [
     "vllm.v1.executor.multiproc_executor",
     "vllm.v1.worker.gpu_worker",
     "vllm.v1.worker.gpu_model_runner",
+    "vllm.v1.worker.gpu.model_runner",  # Model Runner V2: vLLM 0.26's default for a dense Llama
     "vllm.v1.core.sched.scheduler",
     "vllm.v1.sample.sampler",
     "vllm.v1.attention.backends.flash_attn",
@@ -211,6 +212,7 @@ def engine_config(serve_args: list[str]) -> dict:
             "compilation_mode": str(cc.mode), "cudagraph_mode": str(cc.cudagraph_mode),
             "cudagraph_capture_sizes": cc.cudagraph_capture_sizes,
             "async_scheduling": cfg.scheduler_config.async_scheduling,
+            "model_runner": "v2" if cfg.use_v2_model_runner else "v1",
             "kv_cache_memory_bytes": cfg.cache_config.kv_cache_memory_bytes,
             "distributed_ipc": os.environ.get("VLLM_DISTRIBUTED_IPC", "shm")}
 
@@ -223,6 +225,7 @@ def runtime_objects(cfg: Any) -> dict[str, Any]:
     from vllm.config import set_current_vllm_config
     from vllm.tokenizers import get_tokenizer
     from vllm.v1.attention.selector import get_attn_backend
+    from vllm.v1.sample.ops.topk_topp_sampler import flashinfer_sampler_supported
     from vllm.v1.sample.sampler import Sampler
 
     mc = cfg.model_config
@@ -232,6 +235,8 @@ def runtime_objects(cfg: Any) -> dict[str, Any]:
     tok = get_tokenizer(mc.tokenizer)
     text = "the cat is on the road"
     return {"sampler_topk_topp": getattr(sampler.topk_topp_sampler.forward, "__name__", "?"),
+            # both model runners' samplers ask this (V2's too): FlashInfer is not carried
+            "flashinfer_sampler": flashinfer_sampler_supported(),
             "attention_backend": backend.get_name(),
             "tokenizer_roundtrip": tok.decode(tok.encode(text, add_special_tokens=False)) == text,
             "torch": torch.__version__}
@@ -249,6 +254,23 @@ def bench_serve_args(model: str) -> list[str]:
     env = serve.server_env("rdmaq", "cuda", None, Path(tempfile.gettempdir()) / "rdmaq-preflight")
     os.environ.update({k: v for k, v in env.items() if k.startswith(("VLLM_", "RDMAQ_"))})
     return serve.serve_command(cfg, "rdmaq")
+
+
+def client_args_check(model: str) -> dict[str, Any]:
+    """The harness's `vllm bench serve` arguments, parsed by this vLLM's own client parser
+    (as its persistent client does)."""
+    from rdmaq.bench import serve, serve_client
+    from rdmaq.bench.serve_server import VllmServer  # type: ignore[import-not-found]
+
+    args = serve.resolve(serve.build_parser().parse_args(["--device", "cuda", "--model", model]))
+    cfg = serve.config_of(args, "vllm", Path(model).resolve(), ["rdmaq"], ["idle"])
+    srv = VllmServer(vllm="vllm", model=Path(model), ipc="rdmaq", workdir=Path("."), env={},
+                     max_model_len=cfg["max_model_len"])
+    srv.port = 8000
+    argv = serve.client_argv(cfg, Path(model), srv, Path("."), "preflight")
+    parsed = serve_client._parser().parse_args(argv)
+    return {"num_prompts": parsed.num_prompts, "request_rate": parsed.request_rate,
+            "max_concurrency": parsed.max_concurrency, "dataset_name": parsed.dataset_name}
 
 
 def gpu_checks() -> dict[str, Any]:
@@ -295,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"python": sys.version.split()[0], "fake_cuda": args.fake_cuda}
     ok = True
     if args.fake_cuda:
+        # Triton refuses itself without an active GPU driver, unless the visible devices are
+        # an empty list (vLLM's check then trusts it): as on the GPU machine, vLLM then uses
+        # Triton and picks its V2 model runner
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
         fake_cuda()
     failed = {}
     for name in MODULES:
@@ -326,6 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         serve_args = bench_serve_args(args.bench_model)
     if serve_args:
         report["serve_args"] = serve_args
+        if args.bench_model:
+            try:
+                report["client_args"] = client_args_check(args.bench_model)
+            except BaseException:  # noqa: BLE001 (argparse exits)
+                ok = False
+                report["client_args"] = {"error": traceback.format_exc(limit=-4)}
+                print(f"CLIENT ARGUMENTS FAILED:\n{report['client_args']['error']}", file=sys.stderr)
         try:
             report["engine_config"] = engine_config(serve_args)
         except BaseException:  # noqa: BLE001
