@@ -42,13 +42,16 @@ def free_port() -> int:
 
 
 def role_of(title: str, is_main: bool) -> str:
-    """api_server, engine_core, worker_tp<N>, or other (resource tracker and the like)."""
+    """api_server, engine_core, worker (vLLM names a worker VLLM::Worker, adding _TP<N> and
+    the like only for the parallel groups larger than one: worker_tp<N>, worker_dp<N>_tp<M>),
+    or other (resource tracker and the like)."""
     if is_main:
         return "api_server"
     if "EngineCore" in title:
         return "engine_core"
-    if "Worker_TP" in title:
-        return "worker_tp" + title.rsplit("Worker_TP", 1)[1].split()[0]
+    if "VLLM::Worker" in title:
+        rest = title.split("VLLM::Worker", 1)[1].split()
+        return "worker" + (rest[0].lower() if rest else "")
     return "other"
 
 

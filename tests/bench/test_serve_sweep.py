@@ -53,6 +53,15 @@ def _args(*argv):
     return serve.resolve(serve.build_parser().parse_args(list(argv)))
 
 
+def test_a_worker_is_named_by_its_groups_larger_than_one():
+    from rdmaq.bench.serve_server import role_of
+
+    assert role_of("VLLM::Worker", False) == "worker"  # TP=1: what the GPU run's worker is
+    assert role_of("VLLM::Worker_TP1", False) == "worker_tp1"
+    assert role_of("VLLM::Worker_DP0_TP1", False) == "worker_dp0_tp1"
+    assert role_of("VLLM::EngineCore_DP0", False) == "engine_core"
+
+
 def test_device_defaults():
     cpu = _args("--device", "cpu")
     assert (cpu.tp, cpu.queues, cpu.rate, cpu.client) == (2, "shm,rdmaq", 6.0, "spawn")
