@@ -271,7 +271,7 @@ if [[ ${#FAILED[@]} -eq 0 ]]; then
   stage "upstream MQ + executor tests" 900 run_upstream
   stage "test_queue.py, adapted (vLLM 0.33)" 600 in_tests 600 "$CACHE/venv-mq/bin/python" -m pytest \
     -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py
-  if stage "vLLM $VLLM_GPU_VERSION alone + its sdist tests" 1200 build_gpu_site &&
+  if stage "vLLM $VLLM_GPU_VERSION alone (its site directory)" 1200 build_gpu_site &&
      stage "fetch vLLM $VLLM_GPU_VERSION sdist tests" 600 fetch_upstream_tests "$VLLM_GPU_VERSION"; then
     stage "upstream MQ tests (vLLM $VLLM_GPU_VERSION)" 900 run_upstream "$VLLM_GPU_VERSION"
     stage "test_queue.py (vLLM $VLLM_GPU_VERSION)" 600 in_tests 600 env PYTHONPATH="$GPU_SITE" \
