@@ -12,7 +12,13 @@ maximum over its readers (the step waits for the slowest worker).
 Per RPC, as the EngineCore sees it: the round trip runs from its broadcast's ``w0`` to the
 return of its last response ``dequeue``; the queue's part is the broadcast delay plus the
 response delays. ``queue_share`` is the sum of the queue's parts over the sum of round trips in
-the measured window.
+the measured window. That pairing holds where the EngineCore waits for each RPC's responses
+before it sends the next (vLLM's CPU executor). With asynchronous scheduling (vLLM on a GPU)
+the EngineCore sends step N+1 before it takes step N's output, and each step is two RPCs
+(``execute_model``, ``sample_tokens``): there ``queue_share_of_steps`` is the measure, the sum
+of every broadcast's and response's queue delay between the first and the last
+``execute_model`` of the window over that time, i.e. the queue's time per step over the step's
+time (an upper bound of its part of the critical path: some of it overlaps GPU work).
 """
 
 from __future__ import annotations
@@ -151,5 +157,11 @@ def analyze(files: list[dict], t_start: int, t_end: int) -> dict:
     out["queue_share"] = (float(sum(qparts)) / float(sum(trips))) if trips and sum(trips) > 0 else None
     steps = [w0 for w0, _, tag in bc if tag == "execute_model"]
     out["steps"] = len(steps)
+    out["queue_share_of_steps"] = None
+    if len(steps) > 1:
+        lo, hi = steps[0], steps[-1]
+        q_in = (sum(d for w0, d, _ in bc if lo <= w0 < hi)
+                + sum(d for r0, _, d in resp if lo <= r0 < hi))
+        out["queue_share_of_steps"] = float(q_in) / float(hi - lo)
     out["step_interval_ms"] = _pct(np.diff(steps) / 1e6) if len(steps) > 1 else _pct([])
     return out

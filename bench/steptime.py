@@ -87,7 +87,8 @@ def _register(rec: _Record) -> None:
         if _state["pid"] != os.getpid():  # first queue in this process (or a forked child)
             _state["pid"] = os.getpid()
             _write_atomic(os.path.join(_state["dir"], f"pid-{os.getpid()}"),
-                          json.dumps({"pid": os.getpid(), "title": _title()}))
+                          json.dumps({"pid": os.getpid(), "title": _title(),
+                                      "spinloop": _spinloop_enabled()}))
             threading.Thread(target=_poll, name="rdmaq-bench-steptime", daemon=True).start()
 
 
@@ -165,6 +166,17 @@ def _wrap_class(cls) -> None:
     if "create_from_handle" in own:
         cls.create_from_handle = staticmethod(_wrap_create_from_handle(own["create_from_handle"].__func__))
     cls._steptime_wrapped = True
+
+
+def _spinloop_enabled() -> bool | None:
+    """Whether vLLM's shm queue spins in its C extension in this process (VLLM_USE_SPINLOOP_EXT=1
+    and the extension loaded; a vLLM without the option: None)."""
+    try:
+        from vllm.distributed.device_communicators import shm_broadcast
+
+        return getattr(shm_broadcast, "SPINLOOP_EXT_ENABLED", None)
+    except Exception:
+        return None
 
 
 def _title() -> str:

@@ -7,7 +7,7 @@ other hosts are served by the same ring over RDMA when the verbs transport is
 usable and their reader slots are known, and otherwise by vLLM's own ZMQ TCP
 XPUB/SUB path with vLLM's wire format.
 
-Contract kept (vLLM 0.32/0.33 ``shm_broadcast.MessageQueue``): constructor,
+Contract kept (vLLM 0.26, 0.32 and 0.33 ``shm_broadcast.MessageQueue``): constructor,
 ``export_handle``/``create_from_handle``, ``wait_until_ready``,
 ``enqueue``/``dequeue`` (pickle protocol 5, CPU tensors and numpy arrays as
 out-of-band buffers the reader owns, ``TimeoutError``), ``shutdown()`` from
@@ -338,11 +338,13 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
                 if self.shutting_down:
                     raise _cancelled() from None
                 now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    raise
+                # logged before the deadline is checked, as vLLM does: a wait that overran
+                # both (a loaded machine) still says so
                 if not indefinite and now >= start + interval * n_warning:
                     _sb.logger.info(_sb.LONG_WAIT_TIME_LOG_MSG, interval)
                     n_warning += 1
+                if deadline is not None and now >= deadline:
+                    raise
 
     def broadcast_object(self, obj: Any = None) -> Any:
         if self._is_writer:
