@@ -124,8 +124,10 @@ def finish(dest: Path, python: str = sys.executable) -> list[Path]:
     """bin/vllm and env.sh for a complete payload."""
     (dest / "bin").mkdir(exist_ok=True)
     vllm = dest / "bin" / "vllm"
-    vllm.write_text(f"#!{python}\nimport sys\nfrom vllm.entrypoints.cli.main import main\n"
-                    "sys.exit(main())\n")
+    # The guard matters: vLLM starts its engine and workers with spawn, which runs this
+    # file again as __mp_main__ in each child.
+    vllm.write_text(f"#!{python}\nimport sys\nfrom vllm.entrypoints.cli.main import main\n\n"
+                    "if __name__ == \"__main__\":\n    sys.exit(main())\n")
     vllm.chmod(0o755)
     env = dest / "env.sh"
     env.write_text(f'export PYTHONPATH="{dest}/site${{PYTHONPATH:+:$PYTHONPATH}}"\n'
