@@ -375,6 +375,10 @@ class Writer(_Endpoint):
             keep.append(buf)
             iov[i].base = buf
             iov[i].len = len(buf)
+        total = sum(len(b) for b in keep)
+        if total > self.max_message_bytes:  # now, not after waiting for readers to attach
+            raise errors.MessageTooLarge(f"writer put: message of {total} bytes exceeds "
+                                         f"max_message_bytes={self.max_message_bytes}", errno.EMSGSIZE)
         lib = self._lib
         self._enter(deadline, "put")
         try:

@@ -109,6 +109,13 @@ def test_message_above_max_is_refused_clearly(transport):
         r.close()
 
 
+def test_message_above_max_is_refused_before_any_reader_attached(transport):
+    with rdmaq.Writer(1, transport=transport, max_message_bytes=1000) as w:
+        # refused at once: not a TimeoutError after waiting for a reader that never comes
+        with pytest.raises(rdmaq.MessageTooLarge, match="1001 bytes exceeds max_message_bytes=1000"):
+            w.put([b"x" * 1000, b"x"], timeout=10)
+
+
 def test_streamed_message_cut_by_timeout_is_discarded_not_half_delivered(transport):
     with rdmaq.Writer(1, transport=transport, slot_bytes=256, slots=4) as w:
         r = rdmaq.Reader(w.handle, 0)
