@@ -253,12 +253,14 @@ static int shm_path(char *buf, size_t len, const char *name)
 	return 0;
 }
 
-static void fmt_bytes(char *buf, size_t len, uint64_t n)
+/* Both figures in the unit of the first, and exact: a 4 MiB ring plus its header and
+ * 4 MiB free both round to 4.0 MiB. */
+static void fmt_bytes(char *buf, size_t len, uint64_t n, uint64_t unit_of)
 {
-	if (n >= (1ULL << 30))
-		snprintf(buf, len, "%.1f GiB", (double)n / (1ULL << 30));
+	if (unit_of >= (1ULL << 30))
+		snprintf(buf, len, "%.1f GiB (%" PRIu64 " bytes)", (double)n / (1ULL << 30), n);
 	else
-		snprintf(buf, len, "%.1f MiB", (double)n / (1ULL << 20));
+		snprintf(buf, len, "%.1f MiB (%" PRIu64 " bytes)", (double)n / (1ULL << 20), n);
 }
 
 /* Reserve the segment's memory now: tmpfs allocates lazily, and a write
@@ -266,7 +268,7 @@ static void fmt_bytes(char *buf, size_t len, uint64_t n)
 static int shm_reserve(int fd, uint64_t bytes)
 {
 	struct statvfs vfs;
-	char need[32], have[32];
+	char need[64], have[64];
 	int err;
 
 	err = posix_fallocate(fd, 0, (off_t)bytes);
@@ -277,11 +279,11 @@ static int shm_reserve(int fd, uint64_t bytes)
 		return 0;
 	}
 	if (err == ENOSPC) {
-		fmt_bytes(need, sizeof(need), bytes);
+		fmt_bytes(need, sizeof(need), bytes, bytes);
 		if (fstatvfs(fd, &vfs) == 0)
-			fmt_bytes(have, sizeof(have), (uint64_t)vfs.f_bavail * vfs.f_frsize);
+			fmt_bytes(have, sizeof(have), (uint64_t)vfs.f_bavail * vfs.f_frsize, bytes);
 		else
-			snprintf(have, sizeof(have), "less");
+			snprintf(have, sizeof(have), "less than that");
 		return rdmaq_set_err(-ENOSPC,
 				     "/dev/shm is too small: this queue needs %s, %s is free; give the "
 				     "container more shared memory (docker run --shm-size=1g, or --ipc=host) "
