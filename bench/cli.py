@@ -12,26 +12,15 @@ import signal
 import sys
 import time
 
-from rdmaq.cli import ArgumentParser, fail, missing_package
+from rdmaq.cli import ArgumentParser, fail, missing_package, parse_size
 
 from . import machine
-from .queues import ADAPTERS, make_adapter, parse_queue
+from .queues import ADAPTERS, BASELINES, make_adapter, parse_queue
 
 DEFAULT_QUEUES = "rdmaq-shm,rdmaq-verbs,vllm,vllm-spinloop"
 SCHEMA = "rdmaq-bench/1"
 
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmM]?)[bB]?\s*$")
 _PACE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)?\s*$")
-
-
-def parse_size(s: str) -> int:
-    m = _SIZE_RE.match(s)
-    if not m:
-        raise argparse.ArgumentTypeError(f"bad size {s!r}: use bytes, or a number with K or M (e.g. 2K)")
-    n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"bad size {s!r}: must be positive")
-    return n
 
 
 def parse_pace(s: str) -> int:
@@ -222,6 +211,38 @@ def _check_output_path(parser, flag, path) -> None:
         parser.error(f"{flag} {path}: directory {d} does not exist or is not writable")
 
 
+def check_plot_format(parser, flag, path) -> None:
+    """Refuse, before anything runs, a plot file whose format matplotlib cannot write
+    (it takes the format from the extension)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    if ext not in formats:
+        what = f".{ext} files" if ext else "a file name without an extension"
+        parser.error(f"{flag} {path}: matplotlib cannot write {what}; use one of "
+                     f"{', '.join('.' + f for f in sorted(formats))}")
+
+
+NO_COMPARISON = ("WARNING: no comparison with vLLM's MessageQueue, the point of this benchmark: "
+                 "none of the vLLM queues asked for can run here (why: above), so rdmaq is measured "
+                 "alone. Install vLLM beside rdmaq: `rdmaq vllm install-cpu` (a CPU build of vLLM "
+                 "0.32), or vLLM 0.32/0.33 (docs/vllm.md); or leave them out with --queues")
+
+
+def compares_nothing(queues, usable) -> bool:
+    """vLLM's queue was asked for (in any variant) and none of its variants can run."""
+    def baseline(q):
+        return parse_queue(q)[0] in BASELINES
+    return any(map(baseline, queues)) and not any(map(baseline, usable))
+
+
+def one_line(error: str) -> str:
+    """A cell's error for the terminal: its first and last lines (what failed, and why)."""
+    lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()] or ["?"]
+    return lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
+
+
 def _write_json(path, result) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
@@ -301,6 +322,8 @@ def main(argv=None) -> int:
     missing = _missing_packages(args)
     if missing:
         return fail(PROG, missing_package(missing[0], "bench"))
+    if args.plot:
+        check_plot_format(parser, "--plot", args.plot)
 
     if args.from_json:
         try:
@@ -342,12 +365,14 @@ def main(argv=None) -> int:
         why = make_adapter(q).available()
         if why:
             skipped[q] = why
-            print(f"rdmaq bench: skipping {q}: {why}", file=sys.stderr)
+            print(f"{PROG}: skipping {q}: {why}", file=sys.stderr)
         else:
             usable.append(q)
+    alone = compares_nothing(queues, usable)
+    if alone:
+        print(f"{PROG}: {NO_COMPARISON}", file=sys.stderr)
     if not usable:
-        print("rdmaq bench: no queue to measure", file=sys.stderr)
-        return 1
+        return fail(PROG, "no queue to measure")
 
     subruns = make_subruns(sizes, paces, args)
     result = {
@@ -376,14 +401,18 @@ def main(argv=None) -> int:
                   f"({time.monotonic() - t0:.0f} s so far)", file=sys.stderr, flush=True)
             cell, _ = run_cell(q, rd, cpus, att, args.tokenizer_attacker, subruns, args.idle_window,
                                progress, attacker_policy=args.attacker_policy, tracer=tracer)
-            if cell["error"]:
-                failed += 1
-                print(f"rdmaq bench: cell failed: {cell['error']}", file=sys.stderr, flush=True)
-            elif any(s["errors"] for s in cell["subruns"]):
-                failed += 1
             result["cells"].append(cell)
             if args.json:  # keep what is measured so far, should a later cell take the run down
                 _write_json(args.json, result)
+            if cell["error"] and not cell["subruns"]:
+                # nothing measured: the queue could not be set up here (a full /dev/shm, ...),
+                # and every later cell would fail the same way
+                return fail(PROG, f"{q} with {rd} readers: {one_line(cell['error'])}")
+            if cell["error"]:
+                failed += 1
+                print(f"{PROG}: cell failed: {one_line(cell['error'])}", file=sys.stderr, flush=True)
+            elif any(s["errors"] for s in cell["subruns"]):
+                failed += 1
     result["machine"]["loadavg_end"] = list(os.getloadavg())
     result["machine"]["time_end"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     result["elapsed_s"] = time.monotonic() - t0
@@ -393,6 +422,8 @@ def main(argv=None) -> int:
         _write_json(args.json, result)
         print(f"# results written to {args.json}", file=sys.stderr)
     finish(result, args)
+    if alone:  # again where it is seen: under the table
+        print(f"{PROG}: {NO_COMPARISON}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -11,10 +11,11 @@ blocking receive.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import time
 from multiprocessing.connection import wait as mp_wait
+
+from rdmaq.cli import quiet_spawn_context
 
 from . import proc
 from .queues import make_adapter
@@ -108,7 +109,7 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
 
     With a tracer (schedtrace.Tracer), each sub-run is traced and the trace read against its
     messages: figures["sched_trace"]."""
-    ctx = mp.get_context("spawn")
+    ctx = quiet_spawn_context()  # Ctrl-C reaches the parent alone, which ends the children
     adapter = make_adapter(queue)
     cell = {
         "queue": queue,
@@ -226,6 +227,7 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
         cell["error"] = f"harness error: {e!r}\n{traceback.format_exc()}"
     finally:
         children = [p.process for p in peers] + hogs + ([tok.process] if tok else [])
+        children = [c for c in children if c.pid is not None]  # not those Ctrl-C kept from starting
         for c in children:
             if c.is_alive():
                 c.terminate()

@@ -22,6 +22,7 @@ graphs for decode steps). A sweep can be cut into parts that each end before a d
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -34,7 +35,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rdmaq.cli import ArgumentParser, fail, missing_package
+
 from . import machine, serve_attack, serve_plan
+from .cli import check_plot_format
 from .serve_client import BenchClient
 from .serve_plan import order_for  # noqa: F401  (the run order, tested through this module)
 from .serve_server import ServerError, VllmServer
@@ -77,9 +81,13 @@ PROFILES = {
 }
 
 
+PROG = "rdmaq bench serve"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="rdmaq bench serve",
+    p = ArgumentParser(
+        prog=PROG,
+        formatter_class=argparse.HelpFormatter,  # the help texts name their defaults
         description="vLLM serving latency (TPOT, ITL, TTFT, output tok/s from `vllm bench serve`) "
                     "with each MessageQueue (shm, shm + vLLM's spin-loop extension, rdmaq), idle "
                     "and under CPU contention. Defaults marked cpu/cuda depend on --device.")
@@ -810,6 +818,12 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.plot:
+        if importlib.util.find_spec("matplotlib") is None:
+            return fail(PROG, missing_package("matplotlib", "bench"))
+        check_plot_format(parser, "--plot", args.plot)
+    if not args.report and importlib.util.find_spec("psutil") is None:
+        return fail(PROG, missing_package("psutil", "bench"))
     from .serve_report import format_markdown, plot
 
     if args.report:

@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
-
 # name -> what runs beside the server
 SETTINGS = {
     "idle": {"hogs": False, "tokenizer": False, "sched_idle": False, "tok_parallel": True},
@@ -76,6 +74,8 @@ class Attackers:
     procs: list
 
     def cpu_seconds(self) -> float:
+        import psutil  # here: `rdmaq bench serve --help` works without it
+
         total = 0.0
         for p in self.procs:
             try:
