@@ -162,8 +162,17 @@ def test_build_says_when_it_skips_verbs():
             "RDMAQ_NO_VERBS=1 is set") in p.stderr, p.stderr
 
 
+def _build_module():
+    """rdmaq/_build.py of this source tree, loaded as setup.py loads it (it reads csrc/ beside
+    it, so an installed copy cannot run)."""
+    spec = importlib.util.spec_from_file_location("_build", REPO / "rdmaq" / "_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_build_names_the_missing_headers(tmp_path, monkeypatch):
-    from rdmaq import _build
+    _build = _build_module()
 
     monkeypatch.delenv("RDMAQ_NO_VERBS", raising=False)
     monkeypatch.setattr(_build, "VERBS_INCLUDE_DIRS", (str(tmp_path),))

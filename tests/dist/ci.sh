@@ -17,7 +17,8 @@ CACHE=${RDMAQ_DIST_CACHE:-$HOME/.cache/rdmaq-dist}
 WHEELS=$CACHE/wheels
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-say() { printf 'dist: %s\n' "$*"; }
+T0=$SECONDS
+say() { printf 'dist: %s (%d s)\n' "$*" $((SECONDS - T0)); }
 
 # pip, quiet; on failure everything it said
 pip_q() {
@@ -41,15 +42,16 @@ WHEEL=$(ls "$WORK"/dist/rdmaq-*.whl)
 say "built $(basename "$SDIST") ($(du -k "$SDIST" | cut -f1) KB) and $(basename "$WHEEL")"
 
 # What the sdist must carry to build anywhere; what the wheel must not lack
+sdist_files=$(tar -tzf "$SDIST") wheel_files=$(unzip -Z1 "$WHEEL")
 missing=()
 for f in csrc/sources.mk csrc/include/rdmaq.h csrc/ring.c csrc/format.h rdmaq/_build.py setup.py \
 	pyproject.toml LICENSE README.md; do
-	tar -tzf "$SDIST" | grep -qx "rdmaq-[^/]*/$f" || missing+=("sdist:$f")
+	grep -qx "rdmaq-[^/]*/$f" <<<"$sdist_files" || missing+=("sdist:$f")
 done
 for f in rdmaq/py.typed rdmaq/bench/cli.py rdmaq/vllm/plugin.py; do
-	unzip -l "$WHEEL" | grep -q " $f\$" || missing+=("wheel:$f")
+	grep -qx "$f" <<<"$wheel_files" || missing+=("wheel:$f")
 done
-unzip -l "$WHEEL" | grep -q ' rdmaq/_rdmaq\.[^/]*\.so$' || missing+=("wheel:rdmaq/_rdmaq.*.so")
+grep -qx 'rdmaq/_rdmaq\.[^/]*\.so' <<<"$wheel_files" || missing+=("wheel:rdmaq/_rdmaq.*.so")
 if ((${#missing[@]})); then
 	say "FAILED: missing from the release files: ${missing[*]}"
 	exit 1
