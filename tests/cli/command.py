@@ -9,6 +9,7 @@ its import fail exactly as a missing package does.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,12 @@ def _lingering(member):
     return state in ("Z", "X") or not cmdline or "multiprocessing.resource_tracker" in cmdline
 
 
+def _as_from_a_terminal():
+    """SIGINT as a shell gives a foreground command: the suite itself may run with it
+    ignored (started in the background), and an ignored signal stays ignored across exec."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Started:
     """`rdmaq ARGS` running in its own session, stdout and stderr piped, a private TMPDIR."""
 
@@ -97,7 +104,8 @@ class Started:
         self.tmpdir.mkdir()
         self.shm_before = set(os.listdir(SHM))
         self.p = subprocess.Popen(argv(*args), stdout=stdout, stderr=subprocess.PIPE, text=True,
-                                  start_new_session=True, env={**os.environ, "TMPDIR": str(self.tmpdir)})
+                                  start_new_session=True, env={**os.environ, "TMPDIR": str(self.tmpdir)},
+                                  preexec_fn=_as_from_a_terminal)
         self.pids = {self.p.pid}
         self.err_lines = []
 

@@ -60,7 +60,8 @@ fi
 say "a fresh venv with the wheel and its [test] extra (and torch, for the tensor tests), --no-index"
 VENV=$WORK/venv
 python3 -m venv "$VENV" || exit 1
-install() { "$VENV/bin/python" -m pip install -q --no-index --find-links "$WHEELS" "$WHEEL[test]" torch==2.13.0; }
+# --no-compile: no .pyc for torch's thousands of files, which this venv runs once
+install() { "$VENV/bin/python" -m pip install -q --no-compile --no-index --find-links "$WHEELS" "$WHEEL[test]" torch==2.13.0; }
 if ! install >/dev/null 2>&1; then
 	say "refreshing the wheelhouse $WHEELS from the package index"
 	pip_q "$VENV/bin/python" -m pip download -q -d "$WHEELS" "$WHEEL[test]" torch==2.13.0 || exit 1
