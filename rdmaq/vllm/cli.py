@@ -79,9 +79,10 @@ def check() -> int:
         return fail(PROG, "vllm serve has no --distributed-ipc after the plugin registered "
                           "(see the log above)")
     print("vllm serve --distributed-ipc {shm,rdmaq}: added")
-    if "+cpu" in version and not os.environ.get("VLLM_CPU_OMP_THREADS_BIND"):
+    if "+cpu" in version:
         print("CPU build: `vllm serve -tp N` needs VLLM_CPU_OMP_THREADS_BIND, one CPU list per "
-              "worker, e.g. VLLM_CPU_OMP_THREADS_BIND='0|1' for -tp 2")
+              "worker (VLLM_CPU_OMP_THREADS_BIND='0|1' for -tp 2), and VLLM_CPU_KVCACHE_SPACE, the "
+              "KV cache's GiB (VLLM_CPU_KVCACHE_SPACE=1), or vLLM reserves 92 % of the memory")
     print(f"{PROG}: the plugin is active; `vllm serve ... --distributed-ipc rdmaq` uses rdmaq's queue "
           "(each vLLM process logs \"rdmaq vLLM plugin: MessageQueue is rdmaq's in this process\")")
     return 0

@@ -45,10 +45,13 @@ def test_the_vllm_tier_runs_the_documented_cpu_install(doc):
 def test_the_serve_test_starts_vllm_as_documented(doc):
     serve = next(c for c in cpu_block(doc) if " vllm serve " in f" {c}")
     words = shlex.split(serve)
-    env, args = words[0], words[words.index("serve") + 2:]  # after the model
-    assert env.startswith("VLLM_CPU_OMP_THREADS_BIND="), serve
+    env, args = words[:words.index("vllm")], words[words.index("serve") + 2:]  # after the model
     test = (REPO / "tests/vllm/e2e/test_serve_tp2.py").read_text()
-    assert "VLLM_CPU_OMP_THREADS_BIND" in test
+    # the server's environment: the same variables, the same values
+    assert {e.split("=")[0] for e in env} == {"VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE"}
+    for name, value in (e.split("=", 1) for e in env):
+        assert re.search(rf'\b{name}=(os.environ.get\("{name}", )?"{re.escape(value)}"', test), \
+            f"{doc}: the serve test does not start vllm with {name}={value}"
     quoted = re.findall(r'^\s*"([^"]+)",\s*$', test, re.M)  # the test's command, one word a line
     for a in args:
         if a == "rdmaq":  # the test's command takes the queue as a parameter: rdmaq, then shm
