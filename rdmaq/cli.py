@@ -41,6 +41,7 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT
 EXIT_TERMINATED = 128 + signal.SIGTERM
 EXIT_OUTPUT_CLOSED = 128 + signal.SIGPIPE  # what a shell reports for a tool SIGPIPE killed
+STDOUT_FD = 1
 
 
 class Terminated(BaseException):
@@ -142,7 +143,7 @@ def _stdout_closed() -> bool:
     """Whether stdout is a pipe or socket whose reader has gone (poll says POLLERR/POLLHUP)."""
     try:
         poller = select.poll()
-        poller.register(sys.__stdout__.fileno() if sys.__stdout__ else 1, select.POLLOUT)
+        poller.register(STDOUT_FD, select.POLLOUT)
         return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
     except (OSError, ValueError):
         return False
@@ -152,7 +153,7 @@ def _drop_stdout() -> None:
     """Send what is left in stdout's buffer, and everything later, to /dev/null: the
     interpreter's final flush must not fail again on the closed pipe."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, STDOUT_FD)
     os.close(devnull)
 
 
