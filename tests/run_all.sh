@@ -59,7 +59,7 @@ setup_venv() {
 	"$VENV/bin/python" -c 'import torch' 2>/dev/null ||
 		note "installing torch 2.13.0+cpu (a 183 MB wheel; ~0.9 GB installed with its dependencies)"
 	"$VENV/bin/pip" install -q torch==2.13.0 || return 1
-	note "installing rdmaq editable (compiles csrc/) with its [test] extra (pytest, hypothesis, numpy, psutil, matplotlib; ~120 MB)"
+	note "installing rdmaq editable (compiles csrc/) with its [test] extra (pytest, hypothesis, numpy, psutil, matplotlib; ~200 MB installed)"
 	"$VENV/bin/pip" install -q -e "$ROOT[test]" || return 1
 	"$VENV/bin/python" -c "import rdmaq, rdmaq._rdmaq; print('rdmaq', rdmaq.__version__, 'built')"
 }
