@@ -13,6 +13,7 @@ import sys
 import time
 
 from rdmaq.cli import ArgumentParser, fail, missing_package, parse_size
+from rdmaq.vllm import SUPPORTED_VLLM
 
 from . import machine
 from .queues import ADAPTERS, BASELINES, make_adapter, parse_queue
@@ -227,7 +228,8 @@ def check_plot_format(parser, flag, path) -> None:
 NO_COMPARISON = ("WARNING: no comparison with vLLM's MessageQueue, the point of this benchmark: "
                  "none of the vLLM queues asked for can run here (why: above), so rdmaq is measured "
                  "alone. Install vLLM beside rdmaq: `rdmaq vllm install-cpu` (a CPU build of vLLM "
-                 "0.32), or vLLM 0.32/0.33 (docs/vllm.md); or leave them out with --queues")
+                 f"0.32), or vLLM {'/'.join(SUPPORTED_VLLM)} (docs/vllm.md); or leave them out with "
+                 "--queues")
 
 
 def compares_nothing(queues, usable) -> bool:

@@ -13,6 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+try:
+    import psutil
+except ImportError:  # `rdmaq bench serve --help` works without it; a run checks for it first
+    psutil = None  # type: ignore[assignment]
+
 # name -> what runs beside the server
 SETTINGS = {
     "idle": {"hogs": False, "tokenizer": False, "sched_idle": False, "tok_parallel": True},
@@ -74,8 +79,6 @@ class Attackers:
     procs: list
 
     def cpu_seconds(self) -> float:
-        import psutil  # here: `rdmaq bench serve --help` works without it
-
         total = 0.0
         for p in self.procs:
             try:

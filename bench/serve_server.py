@@ -26,6 +26,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+try:
+    import psutil
+except ImportError:  # `rdmaq bench serve --help` works without it; a run checks for it first
+    psutil = None  # type: ignore[assignment]
+
 SHM_DIR = "/dev/shm"
 
 
@@ -55,7 +60,6 @@ def role_of(title: str, is_main: bool) -> str:
 
 def _session_pids(sid: int) -> list[int]:
     """Processes of session ``sid`` (every server process; vLLM starts no new session)."""
-    import psutil  # here: `rdmaq bench serve --help` works without it
     out = []
     for p in psutil.process_iter(["pid", "status"]):
         if p.info["status"] == psutil.STATUS_ZOMBIE:
@@ -217,7 +221,6 @@ class VllmServer:
 
     def processes(self) -> dict[int, tuple[str, str]]:
         """pid -> (role, title) of every server process now."""
-        import psutil
         out = {}
         api_pid = self.sid
         for pid in self.pids():
@@ -231,7 +234,6 @@ class VllmServer:
 
     def cpu_snapshot(self) -> dict[int, tuple[str, float]]:
         """pid -> (role, user+system CPU seconds, all threads)."""
-        import psutil
         snap = {}
         for pid, (role, _) in self.processes().items():
             try:
@@ -243,7 +245,6 @@ class VllmServer:
 
     def memory(self) -> dict[str, float]:
         """role -> resident MiB."""
-        import psutil
         out: dict[str, float] = {}
         for pid, (role, _) in self.processes().items():
             try:
