@@ -365,9 +365,14 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def parse_queue(name: str) -> tuple[str, dict[str, str]]:
     """'rdmaq-shm@RDMAQ_X=1@RDMAQ_Y=2' -> ('rdmaq-shm', {'RDMAQ_X': '1', 'RDMAQ_Y': '2'})."""
+    return parse_variant(name, ADAPTERS)
+
+
+def parse_variant(name: str, bases) -> tuple[str, dict[str, str]]:
+    """A queue variant of one of ``bases``: 'BASE@NAME=VALUE[@NAME=VALUE...]' -> (base, env)."""
     base, *assigns = name.split("@")
-    if base not in ADAPTERS:
-        raise ValueError(f"unknown queue {base!r}; choose from {', '.join(ADAPTERS)}")
+    if base not in bases:
+        raise ValueError(f"unknown queue {base!r}; choose from {', '.join(bases)}")
     env = {}
     for a in assigns:
         k, eq, v = a.partition("=")

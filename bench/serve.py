@@ -39,8 +39,12 @@ from rdmaq.cli import ArgumentParser, fail, missing_package
 
 from . import machine, serve_attack, serve_plan
 from .cli import check_plot_format
+from .queues import parse_variant
 from .serve_client import BenchClient
-from .serve_plan import order_for  # noqa: F401  (the run order, tested through this module)
+from .serve_plan import (
+    base_queue,
+    order_for,  # noqa: F401  (the run order, tested through this module)
+)
 from .serve_server import ServerError, VllmServer
 
 SCHEMA = "rdmaq-bench-serve/1"
@@ -84,6 +88,12 @@ PROFILES = {
 PROG = "rdmaq bench serve"
 
 
+def queue_env(queue: str) -> dict[str, str]:
+    """The server environment a queue (or a variant of one) adds."""
+    base, extra = parse_variant(queue, QUEUES)
+    return {**QUEUE_ENV.get(base, {}), **extra}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog=PROG,
@@ -105,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=int, default=None,
                    help="tensor-parallel size (cpu: 2; cuda: the GPUs torch sees)")
     p.add_argument("--queues", default=None, help=f"comma list from {', '.join(QUEUES)} "
-                   "(cpu: shm,rdmaq; cuda: all)")
+                   "(cpu: shm,rdmaq; cuda: all); QUEUE@NAME=VALUE[@...] runs a queue's server "
+                   "with more environment, e.g. rdmaq@RDMAQ_BUSY_SPIN_US=2000")
     p.add_argument("--settings", default=None,
                    help=f"comma list from {', '.join(serve_attack.SETTINGS)} (cpu: all; cuda: all "
                         "but tok-schedidle)")
@@ -269,7 +280,7 @@ def server_env(queue: str, device: str, steptime_dir: Path | None, stats_dir: Pa
         # FlashInfer is not installed on the GPU machine (docs/benchmarks.md): the sampler's
         # top-k/top-p step takes PyTorch's path (the benchmark's requests use neither)
         env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
-    env.update(QUEUE_ENV.get(queue, {}))
+    env.update(queue_env(queue))
     if steptime_dir is not None:
         env["RDMAQ_BENCH_STEPTIME_DIR"] = str(steptime_dir)
     return env
@@ -302,18 +313,47 @@ def warm_up(server: VllmServer, model: Path, n: int = 4) -> None:
 
 
 class StepTimer:
-    """Asks a server's processes to write their MessageQueue stamps, waits until they have."""
+    """Asks a server's processes to write their MessageQueue stamps, waits until they have.
+    A flush just before each run (``baseline``) gives the cumulative per-thread scheduler
+    statistics and rdmaq counters that the run's own flush is compared with."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, keep: bool = False):
         self.dir = directory
+        self.keep = keep  # keep the generation files (--keep-step-timing)
         self.gen = 0
+        self.base: list[dict] | None = None
         try:  # a resumed sweep goes on from the last generation asked for
             self.gen = int((directory / "request").read_text().strip() or 0)
         except (OSError, ValueError):
             pass
 
+    def baseline(self, timeout: float = 30) -> None:
+        """Flush now (what came before the run, out of its stamps) and keep the counters."""
+        files = self._flush(timeout)
+        self.base = files if isinstance(files, list) else None
+        if not self.keep:
+            self.drop_generation()
+
     def collect(self, t_start: int, t_end: int, timeout: float = 60) -> dict:
-        from .serve_steps import analyze, load_generation, registered_pids
+        from .serve_steps import analyze, ring_deltas, thread_deltas
+
+        files = self._flush(timeout)
+        if isinstance(files, dict):
+            if not self.keep:
+                self.drop_generation()
+            return files
+        out = analyze(files, t_start, t_end) | {"processes": len(files)}
+        if self.base is not None:
+            out["threads"] = thread_deltas(self.base, files)
+            out["rdmaq_counters"] = ring_deltas(self.base, files)
+        self.base = None
+        if not self.keep:
+            self.drop_generation()
+        return out
+
+    def _flush(self, timeout: float) -> list[dict] | dict:
+        """A new generation from every live server process: its files, or {"error": ...}."""
+        from .serve_steps import load_generation, registered_pids
 
         self.gen += 1
         req = self.dir / "request"
@@ -328,9 +368,8 @@ class StepTimer:
                 break
             if time.monotonic() > deadline:
                 return {"error": f"no step timing from pids {missing} after {timeout:.0f} s"}
-            time.sleep(0.1)
-        files = load_generation(self.dir, self.gen)
-        return analyze(files, t_start, t_end) | {"processes": len(files)}
+            time.sleep(0.05)
+        return load_generation(self.dir, self.gen)
 
     def drop_generation(self) -> None:
         for p in self.dir.glob(f"g{self.gen}-*.json"):
@@ -354,7 +393,7 @@ def check_spinloop(queue: str, srv: VllmServer, steptime_dir: Path | None) -> di
     """For the shm-spinloop server: the extension loaded in every process with a queue (vLLM
     only warns and spins in Python when it does not: the run would be plain shm)."""
     state = spinloop_state(steptime_dir) if steptime_dir is not None else {}
-    if queue != "shm-spinloop":
+    if base_queue(queue) != "shm-spinloop":
         return state
     try:
         log = srv.log_path.read_text(errors="replace")
@@ -497,7 +536,7 @@ def config_of(args, vllm: str, model: Path, queues: list[str], settings: list[st
 
 def serve_command(cfg: dict, queue: str = "rdmaq") -> list[str]:
     """`vllm serve` arguments (after `serve`) of one of the sweep's servers, without host/port."""
-    return [cfg["model"], "-tp", str(cfg["tp"]), "--distributed-ipc", IPC[queue],
+    return [cfg["model"], "-tp", str(cfg["tp"]), "--distributed-ipc", IPC[base_queue(queue)],
             *server_args(cfg), "--max-model-len", str(cfg["max_model_len"])]
 
 
@@ -557,7 +596,7 @@ class Sweep:
                     self.result["servers"][q]["reused_by_part"] = len(self.result["parts"])
                     _log(f"{q} server of the previous part is up (pid {srv.sid}): reusing it")
                     if st_dir is not None:
-                        self.timers[q] = StepTimer(st_dir)
+                        self.timers[q] = StepTimer(st_dir, self.args.keep_step_timing)
                     continue
                 if srv.owns_session():  # up but not answering: stop it
                     srv.stop(self.args.stop_grace)
@@ -565,9 +604,9 @@ class Sweep:
             if st_dir is not None:
                 shutil.rmtree(st_dir, ignore_errors=True)
                 st_dir.mkdir()
-                self.timers[q] = StepTimer(st_dir)
+                self.timers[q] = StepTimer(st_dir, self.args.keep_step_timing)
             shutil.rmtree(stats_dir, ignore_errors=True)
-            srv = VllmServer(vllm=self.cfg["vllm"], model=self.model, ipc=IPC[q], name=q,
+            srv = VllmServer(vllm=self.cfg["vllm"], model=self.model, ipc=IPC[base_queue(q)], name=q,
                              workdir=self.out / "logs", env=env,
                              max_model_len=self.cfg["max_model_len"], tp=self.cfg["tp"],
                              args=server_args(self.cfg))
@@ -643,16 +682,19 @@ class Sweep:
                                "seq": len(self.result["runs"]) + 1,
                                "part": len(self.result["parts"]), "server_pid": srv.sid,
                                "device": self.cfg["device"]}
+        timer = self.timers.get(step.queue)
+        if timer is not None:
+            timer.baseline()
         rec |= run_client(self.cfg, client, self.model, srv, self.servers, att,
                           self.out / "raw", step.name, self.out / "logs",
                           self.cfg["client_timeout"])
         if not att.alive():
             rec.setdefault("error", "an attacker died during the run")
-        timer = self.timers.get(step.queue)
+        groups = att.sched_groups()
+        rec["sched_groups"] = {"server": serve_attack.sched_group(srv.sid or 0),
+                               "attackers": len(groups), "attacker": groups[0] if groups else None}
         if timer is not None and "t_ns" in rec:
             rec["queue_timing"] = timer.collect(*rec["t_ns"])
-            if not self.args.keep_step_timing:
-                timer.drop_generation()
         srv.note_shm()
         if not srv.healthy():
             rec.setdefault("error", f"server {step.queue} unhealthy after the run")
@@ -785,8 +827,10 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[l
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     for q in queues:
-        if q not in QUEUES:
-            parser.error(f"unknown queue {q!r}; choose from {', '.join(QUEUES)}")
+        try:
+            parse_variant(q, QUEUES)
+        except ValueError as e:
+            parser.error(str(e))
     if len(set(queues)) != len(queues) or not queues:
         parser.error("--queues: give each queue once")
     for s in settings:

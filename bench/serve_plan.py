@@ -24,6 +24,12 @@ class Step:
         return f"{self.setting}-{self.queue}-{self.run}"
 
 
+def base_queue(queue: str) -> str:
+    """'rdmaq@RDMAQ_BUSY_SPIN_US=2000' -> 'rdmaq': a variant is its base queue's server with
+    more environment."""
+    return queue.split("@", 1)[0]
+
+
 def order_for(setting_index: int, queues: list[str], runs: int) -> list[tuple[str, int]]:
     """Alternate the queues run by run; each setting starts one queue later (0-based runs)."""
     n = len(queues)

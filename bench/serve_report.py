@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import statistics
 
+from .serve_plan import base_queue
+
 # (key in a run's metrics or the run record, column title, format)
 COLUMNS = [
     ("tpot_p50_ms", "TPOT p50 ms", "{:.2f}"),
@@ -39,14 +41,43 @@ def run_value(run: dict, key: str):
         return d.get("p50" if "p50" in key else "p99")
     if key == "rpc_round_trip_p50_ms":
         return ((run.get("queue_timing") or {}).get("rpc_round_trip_ms") or {}).get("p50")
+    if key in WAIT_KEYS:
+        return wait_value(run.get("queue_timing") or {}, key)
     return run.get(key)
+
+
+# Who waited where (bench/serve_steps.py): the thread that used an endpoint, by its use
+THREAD_OF = {"worker": "broadcast reader", "ec": "response reader", "out": "response writer"}
+WAIT_KEYS = (["bc_waited_share", "resp_waited_share"]
+             + [f"{t}_{f}_us_per_step" for t in THREAD_OF for f in ("cpu", "runq")]
+             + [f"{e}_{c}_share" for e in ("bc", "resp") for c in ("woken", "spins", "busy")])
+
+
+def wait_value(qt: dict, key: str):
+    """One figure of a run's who-waited-where data (None where the run has none)."""
+    if key == "bc_waited_share":
+        return qt.get("broadcast_waited_share")
+    if key == "resp_waited_share":
+        return qt.get("response_waited_share")
+    if key.endswith("_us_per_step"):
+        who, field = key.split("_")[:2]
+        steps = qt.get("steps") or qt.get("rpcs")
+        rows = [t for t in qt.get("threads") or [] if THREAD_OF[who] in t.get("uses", [])]
+        vals = [t[f"{field}_ms"] for t in rows if f"{field}_ms" in t]
+        return max(vals) * 1000 / steps if vals and steps else None
+    end, counter = key.split("_")[:2]
+    endpoint = "broadcast reader" if end == "bc" else "response reader"
+    rows = [c for c in qt.get("rdmaq_counters") or [] if c.get("endpoint") == endpoint]
+    gets = sum(c.get("messages", 0) for c in rows)
+    return sum(c.get(counter, 0) for c in rows) / gets if gets else None
 
 
 def summarize(result: dict) -> dict:
     """(setting, queue) -> {key: {"median", "min", "max", "n"}} over the runs without errors."""
     cells: dict = {}
     keys = [c[0] for c in COLUMNS] + ["broadcast_delay_p50_us", "broadcast_delay_p99_us",
-                                      "rpc_round_trip_p50_ms", "idle_server_cpu_s", "attacker_cpu_s"]
+                                      "rpc_round_trip_p50_ms", "idle_server_cpu_s", "attacker_cpu_s",
+                                      *WAIT_KEYS]
     for run in result["runs"]:
         if run.get("error"):
             continue
@@ -75,12 +106,19 @@ def best_of(summary: dict, setting: str, queues: list[str]) -> dict:
 
 
 def baselines(queues: list[str]) -> list[str]:
-    return [q for q in BASELINES if q in queues]
+    """vLLM's queues of the sweep (variants of them included), in BASELINES order."""
+    return sorted((q for q in queues if base_queue(q) in BASELINES),
+                  key=lambda q: (BASELINES.index(base_queue(q)), q))
 
 
-def ratio_label(queues: list[str]) -> str:
-    return "rdmaq ÷ " + ("best of " + ", ".join(baselines(queues)) if len(baselines(queues)) > 1
-                         else "shm")
+def rdmaq_queues(queues: list[str]) -> list[str]:
+    """rdmaq and its variants (QUEUE@NAME=VALUE): each gets a ratio row."""
+    return [q for q in queues if base_queue(q) == "rdmaq"]
+
+
+def ratio_label(queues: list[str], num: str = "rdmaq") -> str:
+    return f"{num} ÷ " + ("best of " + ", ".join(baselines(queues)) if len(baselines(queues)) > 1
+                          else "shm")
 
 
 def ratios(summary: dict, setting: str, num: str = "rdmaq", den: str | list[str] = "shm") -> dict:
@@ -134,12 +172,13 @@ def format_markdown(result: dict) -> str:
             n = max((x["n"] for x in s.values()), default=0) if s else 0
             cells = [_cell(s.get(k) if s else None, fmt) for k, _, fmt in COLUMNS]
             lines.append(f"| {setting} | {q} | " + " | ".join(cells) + f" | {n} |")
-        r = ratios(summ, setting, "rdmaq", baselines(cfg["queues"]))
-        if r:
-            cells = [f"{r[k]:.2f}" if k in r else ("n/a" if k in RATIO_KEYS else "")
-                     for k, _, _ in COLUMNS]
-            lines.append(f"| {setting} | **{ratio_label(cfg['queues'])}** | " + " | ".join(cells)
-                         + " | |")
+        for num in rdmaq_queues(cfg["queues"]):
+            r = ratios(summ, setting, num, baselines(cfg["queues"]))
+            if r:
+                cells = [f"{r[k]:.2f}" if k in r else ("n/a" if k in RATIO_KEYS else "")
+                         for k, _, _ in COLUMNS]
+                lines.append(f"| {setting} | **{ratio_label(cfg['queues'], num)}** | "
+                             + " | ".join(cells) + " | |")
     lines.append("")
     lines.append("Settings: " + "; ".join(f"`{s}` = {d}" for s, d in cfg["setting_desc"].items()) + ".")
     fixes = _fixes_table(summ, cfg)
@@ -151,6 +190,16 @@ def format_markdown(result: dict) -> str:
         lines += ["", "Where the step goes (medians over runs): broadcast delay = EngineCore "
                   "enqueue to the slower worker holding the object; RPC = broadcast to last "
                   "response at the EngineCore; queue share = queue delays ÷ RPC time.", ""] + qt
+    wt = _wait_table(summ, cfg)
+    if wt:
+        lines += ["", "Who waited where (medians over runs): the share of broadcasts the worker "
+                  "asked for before the EngineCore sent them, and of responses the EngineCore "
+                  "asked for before the worker sent them (both: a wake-up, or a spin, on the "
+                  "path); per step, the CPU time and the time runnable but waiting for a CPU "
+                  "of the worker's thread that reads broadcasts, of the EngineCore's thread "
+                  "that reads responses and of the worker's thread that sends them "
+                  "(/proc schedstat); rdmaq's gets that ended woken from a sleep, in a spin, "
+                  "or found the CPUs oversubscribed (of all gets).", ""] + wt
     clean = _cleanup_line(result)
     if clean:
         lines += ["", clean]
@@ -234,6 +283,35 @@ def _queue_table(summ: dict, cfg: dict) -> list[str]:
              "|---|---|---|---|---|---|---|---|"] + rows)
 
 
+def _wait_table(summ: dict, cfg: dict) -> list[str]:
+    pct, us = "{:.0%}", "{:.0f}"
+    rows = []
+    for setting in cfg["settings"]:
+        for q in cfg["queues"]:
+            s = summ.get((setting, q)) or {}
+            if not any(k in s for k in WAIT_KEYS):
+                continue
+
+            def pair(a, b, s=s, fmt=us):
+                return f"{_cell(s.get(a), fmt)} / {_cell(s.get(b), fmt)}"
+
+            rows.append(
+                f"| {setting} | {q} | {_cell(s.get('bc_waited_share'), pct)} | "
+                f"{_cell(s.get('resp_waited_share'), pct)} | "
+                + " | ".join(pair(f"{t}_cpu_us_per_step", f"{t}_runq_us_per_step")
+                             for t in THREAD_OF) + " | "
+                + " | ".join(f"{_cell(s.get(f'{e}_woken_share'), pct)} / "
+                             f"{_cell(s.get(f'{e}_spins_share'), pct)} / "
+                             f"{_cell(s.get(f'{e}_busy_share'), pct)}" for e in ("resp", "bc"))
+                + " |")
+    if not rows:
+        return []
+    return (["| setting | queue | worker asked first | EngineCore asked first | worker reader "
+             "thread CPU / runq µs per step | EngineCore reader thread | worker output thread "
+             "| rdmaq EngineCore gets woken / spun / busy | rdmaq worker gets woken / spun / busy |",
+             "|---|---|---|---|---|---|---|---|---|"] + rows)
+
+
 def plot(result: dict, path: str) -> None:
     import matplotlib
 
@@ -250,6 +328,10 @@ def plot(result: dict, path: str) -> None:
               ("ttft_p50_ms", "TTFT p50 (ms)"), ("e2el_p50_ms", "E2E latency p50 (ms)"),
               ("output_tok_s", "output tokens/s"), ("worker_cpu_s", "worker CPU s per run")]
     colors = {"shm": "tab:red", "shm-spinloop": "tab:orange", "rdmaq": "tab:blue"}
+    spare = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
+    for q in cfg["queues"]:
+        if q not in colors:  # a variant: a colour of its own
+            colors[q] = next(spare, "tab:gray")
     fig, axes = plt.subplots(2, 4, figsize=(19, 7.5))
     width = 0.8 / len(cfg["queues"])
     for ax, (key, title) in zip(axes.flat, panels):

@@ -17,7 +17,11 @@
  *    message is far, settle the scheduler lag first (rdmaq_wait_settle).
  *
  * A spin that loses its CPU (a gap in the clock) stops spinning: under
- * contention spinning only burns the slice that blocking would keep.
+ * contention spinning only burns the slice that blocking would keep.  On an
+ * oversubscribed CPU a wait does not spin at all, unless RDMAQ_BUSY_SPIN_US
+ * (under evaluation) gives it a fixed budget: the count of runnable tasks
+ * cannot tell CPU hogs that take the CPU from us from hogs that rarely do
+ * (SCHED_IDLE ones, or another session's under autogroup).
  *
  * Blocked waits return -EINTR when a signal handler ran and, if asked
  * (main_returns), on the main thread every RDMAQ_PEER_CHECK_NS: Python's
@@ -114,15 +118,19 @@ static int env_ll(const char *name, long long *n)
  * RDMAQ_SETTLE_FAR_US=N settles the scheduler lag before a block when the
  * next message cannot come within N µs (default 3000; 0: never);
  * RDMAQ_WINDOW_FROM_SHORTEST=1, under evaluation, places windows as before
- * (rdmaq_cadence.from_shortest).
+ * (rdmaq_cadence.from_shortest); RDMAQ_BUSY_SPIN_US=N, under evaluation,
+ * spins up to N µs (at most 1 s) before blocking when the CPUs are
+ * oversubscribed, where a wait otherwise blocks at once (default 0).
  */
 int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
 {
-	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, shortest = 0;
+	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, shortest = 0, busy_us = 0;
 	int ret = env_ll("RDMAQ_SETTLE_FAR_US", &far_us);
 
 	if (!ret)
 		ret = env_ll("RDMAQ_WINDOW_FROM_SHORTEST", &shortest);
+	if (!ret)
+		ret = env_ll("RDMAQ_BUSY_SPIN_US", &busy_us);
 	if (ret)
 		return ret;
 	if (far_us > 1000000000LL)
@@ -131,8 +139,12 @@ int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
 	if (shortest > 1)
 		return rdmaq_set_err(-EINVAL, "RDMAQ_WINDOW_FROM_SHORTEST must be 0 or 1, got %lld",
 				     shortest);
+	if (busy_us > RDMAQ_BUSY_SPIN_MAX_NS / 1000)
+		return rdmaq_set_err(-EINVAL, "RDMAQ_BUSY_SPIN_US must be at most %u, got %lld",
+				     RDMAQ_BUSY_SPIN_MAX_NS / 1000, busy_us);
 	wt->settle_far_ns = far_us * 1000;
 	wt->window_from_shortest = shortest;
+	wt->busy_spin_ns = (uint32_t)(busy_us * 1000);
 	return 0;
 }
 
@@ -467,12 +479,31 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 	return ret;
 }
 
+/*
+ * Spin through busy_spin_ns on an oversubscribed CPU: 1 when cond holds, 0 when
+ * the budget ran out or the spin lost its CPU, <0 error.  The budget is fixed
+ * (a blocked wait does not shrink it): it is the user's bound on the CPU a
+ * wait may burn while other tasks are runnable.
+ */
+static int rdmaq_wait_busy_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
+				int64_t deadline)
+{
+	bool preempted;
+	int ret;
+
+	ret = rdmaq_spin(wt, cond, arg, rdmaq_now_ns() + wt->busy_spin_ns, deadline, &preempted);
+	if (ret <= 0)
+		return ret;
+	wt->stats->spins++;
+	return rdmaq_wait_met(wt, RDMAQ_HOW_SPIN, 0);
+}
+
 static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 			    const struct rdmaq_cad_window *planned, rdmaq_cond_fn cond, void *arg,
 			    int64_t deadline)
 {
 	struct rdmaq_cad_window win;
-	bool busy_counted = wt->busy_noted, far;
+	bool busy_counted = wt->busy_noted, far, busy = false;
 	int ret;
 
 	wt->busy_noted = false;
@@ -487,8 +518,14 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 		if (ret)
 			return ret;
 	}
-	if (wt->spin_max_ns && !rdmaq_wait_busy(wt, rdmaq_now_ns(), &busy_counted)) {
+	if (wt->spin_max_ns || wt->busy_spin_ns)
+		busy = rdmaq_wait_busy(wt, rdmaq_now_ns(), &busy_counted);
+	if (wt->spin_max_ns && !busy) {
 		ret = rdmaq_wait_adaptive_spin(wt, cond, arg, deadline);
+		if (ret)
+			return ret;
+	} else if (busy && wt->busy_spin_ns) {
+		ret = rdmaq_wait_busy_spin(wt, cond, arg, deadline);
 		if (ret)
 			return ret;
 	}

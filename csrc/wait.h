@@ -17,6 +17,7 @@
 #define RDMAQ_PEER_CHECK_NS 100000000LL /* liveness check period when blocked */
 #define RDMAQ_MIN_SPIN_NS   1000U	/* the adaptive spin never shrinks below */
 #define RDMAQ_SETTLE_FAR_NS 3000000LL	/* default settle_far_ns (RDMAQ_SETTLE_FAR_US) */
+#define RDMAQ_BUSY_SPIN_MAX_NS 1000000000U /* RDMAQ_BUSY_SPIN_US at most 1 s */
 
 /*
  * How an endpoint blocks.  prepare() announces the sleep (so peers know to
@@ -53,6 +54,8 @@ struct rdmaq_waiter {
 	bool busy_noted;   /* the nap before this wait counted stats->busy already */
 	/* Settle the scheduler lag before blocking when the next message is this far (0: never). */
 	int64_t settle_far_ns;
+	/* Under evaluation (RDMAQ_BUSY_SPIN_US): spin this long even on an oversubscribed CPU. */
+	uint32_t busy_spin_ns;
 	bool window_from_shortest; /* under evaluation: rdmaq_cadence.from_shortest */
 	struct rdmaq_slice slice;
 	int64_t met_ns; /* when the last wait's condition was seen to hold */

@@ -8,7 +8,10 @@
 #                                       models, check the serving path (preflight.py, on the GPU)
 #   bench/gpu/device.sh smoke           three servers on the tiny model, 4 requests per queue, idle
 #   bench/gpu/device.sh sweep           the sweep on the 1B model, cut at $DEADLINE s, servers kept
-#   bench/gpu/device.sh resume          the next part of it (stops the servers once all ran)
+#   bench/gpu/device.sh resume          the next part of it (stops the servers once all ran);
+#                                       SWEEP=ab resumes the A/B instead
+#   bench/gpu/device.sh ab              the A/B of rdmaq's waiting under CPU hogs (docs/benchmarks.md:
+#                                       AB_QUEUES, AB_SETTINGS), servers kept, like sweep
 #   bench/gpu/device.sh restore FILE    a sweep's last part brought back (sweep-partN.tgz, carried
 #                                       in the repository copy) into $DEST/sweep, for `resume` on
 #                                       a new machine (new servers are started)
@@ -91,14 +94,24 @@ case $step in
     bench --device cuda --model "$DEST/models/llama-3.2-1b" --out "$DEST/sweep" \
       --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
     rc=$?; pack "$DEST/sweep" "sweep-part$(parts "$DEST/sweep")"; exit $rc ;;
+  ab)
+    payload_env
+    rm -rf "$DEST/ab"
+    bench --device cuda --model "$DEST/models/llama-3.2-1b" --out "$DEST/ab" \
+      --queues "${AB_QUEUES:-shm,shm-spinloop,rdmaq,rdmaq@RDMAQ_BUSY_SPIN_US=3000,rdmaq@RDMAQ_SLICE_US=0}" \
+      --settings "${AB_SETTINGS:-hogs,hogs-sessions}" --num-prompts 64 --gpu-memory-utilization 0.15 \
+      --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
+    rc=$?; pack "$DEST/ab" "ab-part$(parts "$DEST/ab")"; exit $rc ;;
   resume)
     payload_env
-    bench --out "$DEST/sweep" --resume --keep-servers --deadline "$DEADLINE" "${@:2}"
-    rc=$?; pack "$DEST/sweep" "sweep-part$(parts "$DEST/sweep")"; exit $rc ;;
+    dir=$DEST/${SWEEP:-sweep}
+    bench --out "$dir" --resume --keep-servers --deadline "$DEADLINE" "${@:2}"
+    rc=$?; pack "$dir" "${SWEEP:-sweep}-part$(parts "$dir")"; exit $rc ;;
   restore)
     [ -f "${2:-}" ] || { say "restore: give a sweep-partN.tgz"; exit 2; }
-    rm -rf "$DEST/sweep" && mkdir -p "$DEST/sweep" && tar xzf "$2" -C "$DEST/sweep" &&
-      say "restored $2 into $DEST/sweep: $(parts "$DEST/sweep") part(s) so far" ;;
+    dir=$DEST/${SWEEP:-sweep}
+    rm -rf "$dir" && mkdir -p "$dir" && tar xzf "$2" -C "$dir" &&
+      say "restored $2 into $dir: $(parts "$dir") part(s) so far" ;;
   status)
     "$PY" "$REPO/bench/gpu/unpack.py" --dest "$DEST"
     [ -f "$DEST/sweep/servers.json" ] && say "kept servers: $(cat "$DEST/sweep/servers.json" | head -c 400)"

@@ -146,5 +146,48 @@ def test_device_script_names_its_steps(tmp_path):
                        text=True, env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"),
                                        "RDMAQ_GPU_DEST": str(tmp_path / "dest")})
     assert r.returncode == 2
-    for step in ("unpack", "setup", "smoke", "sweep", "resume", "restore", "status"):
+    for step in ("unpack", "setup", "smoke", "sweep", "resume", "ab", "restore", "status"):
         assert f"device.sh {step}" in r.stdout
+
+
+FAKE_CLI = '''\
+import multiprocessing as mp
+import os
+import sys
+
+
+def child(path):
+    with open(path, "a") as f:
+        f.write("child\\n")
+
+
+def main():
+    path = os.environ["RDMAQ_TEST_MARK"]
+    with open(path, "a") as f:
+        f.write("main " + sys.modules["__main__"].__name__ + "\\n")
+    # as vLLM starts its engine and workers: spawn, which runs the launcher again in the child
+    p = mp.get_context("spawn").Process(target=child, args=(path,))
+    p.start()
+    p.join()
+    return p.exitcode
+'''
+
+
+def test_the_launcher_runs_the_cli_only_as_main(tmp_path):
+    """bin/vllm run as a script runs the CLI once; the spawned child, which runs the same file
+    as __mp_main__, must not run it again (unguarded, the child starts a process while it
+    bootstraps: RuntimeError, and the GPU machine's servers never came up)."""
+    dest = tmp_path / "dest"
+    cli = dest / "site" / "vllm" / "entrypoints" / "cli"
+    cli.mkdir(parents=True)
+    for d in (cli.parents[1], cli.parent, cli):
+        (d / "__init__.py").write_text("")
+    (cli / "main.py").write_text(FAKE_CLI)
+    vllm, _ = unpack.finish(dest)
+    mark = tmp_path / "mark"
+    r = subprocess.run([str(vllm)], capture_output=True, text=True, timeout=120,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(dest / "site"),
+                            "RDMAQ_TEST_MARK": str(mark)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert mark.read_text().splitlines() == ["main __main__", "child"]
+    assert "bootstrapping phase" not in r.stderr

@@ -103,10 +103,17 @@ def test_server_environment_per_queue():
     assert spin["RDMAQ_BENCH_STEPTIME_DIR"] == "/t"
     cpu = serve.server_env("rdmaq", "cpu", None, Path("/s"))
     assert "VLLM_CPU_OMP_THREADS_BIND" in cpu and "VLLM_USE_FLASHINFER_SAMPLER" not in cpu
+    # a variant: its base queue's server with more environment
+    var = serve.server_env("shm-spinloop@RDMAQ_X=1@VLLM_Y=a=b", "cuda", None, Path("/s"))
+    assert var["VLLM_USE_SPINLOOP_EXT"] == "1" and var["RDMAQ_X"] == "1" and var["VLLM_Y"] == "a=b"
+    assert serve.serve_command({"model": "m", "tp": 1, "device": "cpu", "max_model_len": 64},
+                               "rdmaq@RDMAQ_BUSY_SPIN_US=2000")[4] == "rdmaq"  # --distributed-ipc
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--queues", "shm,zmq"], "choose from shm, shm-spinloop, rdmaq"),
+    (["--queues", "shm,rdmaq@BUSY"], "bad queue variant 'BUSY'"),
+    (["--queues", "shm,zmq@X=1"], "unknown queue 'zmq'"),
     (["--deadline", "0"], "--deadline must be > 0"),
     (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization must be in (0, 1]"),
     (["--tp", "0"], "--tp and --max-num-seqs must be >= 1"),
@@ -215,6 +222,12 @@ def test_rdmaq_over_the_best_of_vllms_queues_per_metric():
     assert "| hogs | **rdmaq ÷ best of shm, shm-spinloop** |" in text
     assert "| hogs | shm-spinloop |" in text and "TP=1 on NVIDIA H200" in text
     assert "2.0%" in text  # the per-step queue share of the GPU runs
+    # every rdmaq variant gets its row, over the same best of vLLM's queues
+    var = "rdmaq@RDMAQ_BUSY_SPIN_US=2000"
+    text = serve_report.format_markdown(_result(runs + [_run(var, 5.0, 1000.0)],
+                                                ["shm", "shm-spinloop", "rdmaq", var]))
+    assert "| hogs | **rdmaq ÷ best of shm, shm-spinloop** |" in text
+    assert f"| hogs | **{var} ÷ best of shm, shm-spinloop** | 1.00 | 1.00 | 1.00 | 1.00 | 0.25 |" in text
     # with vLLM's plain queue alone the label stays the CPU tables'
     assert "**rdmaq ÷ shm**" in serve_report.format_markdown(_result(runs[::2], ["shm", "rdmaq"]))
 
@@ -323,3 +336,17 @@ def test_a_failing_client_run_is_an_error_record_not_a_hang(tmp_path):
     result = json.loads((tmp_path / "out" / "results.json").read_text())
     assert result["failed_runs"] == 1
     assert "vllm bench serve exited with 7" in result["runs"][0]["error"]
+
+
+def test_a_queue_variant_runs_its_own_server_with_its_environment(tmp_path):
+    var = "rdmaq@RDMAQ_TEST_BUSY_SPIN_US=100"
+    r = _sweep(tmp_path, "--queues", f"shm,{var}", "--runs", "1")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = tmp_path / "out"
+    result = json.loads((out / "results.json").read_text())
+    assert [(x["queue"], x["run"]) for x in result["runs"]] == [("shm", 1), (var, 1)]
+    assert "--distributed-ipc rdmaq" in " ".join(result["servers"][var]["command"])
+    logs = {q: (out / "logs" / f"serve-{q}.log").read_text() for q in ("shm", var)}
+    assert "RDMAQ_TEST_BUSY_SPIN_US=100" in logs[var]
+    assert "RDMAQ_TEST_BUSY_SPIN_US" not in logs["shm"]
+    assert f"**{var} ÷ shm**" in (out / "summary.md").read_text()

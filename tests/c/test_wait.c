@@ -6,6 +6,8 @@
  * with this file's rdmaq_cpu_busy() instead of busy.c: the machine's load
  * must not decide whether a wait spins here.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "busy.h"
@@ -153,6 +155,68 @@ static void test_a_busy_cpu_counts_once_per_get(void)
 	cpu_busy = false;
 }
 
+/*
+ * On an oversubscribed CPU a wait blocks at once; with a busy-spin budget
+ * (RDMAQ_BUSY_SPIN_US) it spins first, and a message that comes within the
+ * budget is taken without blocking.  The budget is fixed: blocked waits do
+ * not shrink it, and it applies with no adaptive spin at all.
+ */
+static void test_a_busy_cpu_spins_only_with_a_busy_spin_budget(void)
+{
+	struct rdmaq_waiter wt;
+
+	cpu_busy = true;
+	waiter_init(&wt);
+	for (int i = 0; i < 8; i++)
+		one_wait(&wt, 200);
+	CHECK(stats.busy == 8 && stats.spins == 0 && stats.sleeps == 8);
+
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	wt.busy_spin_ns = SPIN_MAX_NS;
+	for (int i = 0; i < 8; i++)
+		one_wait(&wt, 200); /* a few µs of looking: far inside the budget */
+	if (!stats.preempted) /* a spin that lost its CPU gives up on purpose */
+		CHECK(stats.busy == 8 && stats.spins == 8 && stats.sleeps == 0);
+	CHECK(stats.spins >= 1 && stats.spins + stats.sleeps == 8);
+
+	waiter_init(&wt);
+	wt.busy_spin_ns = 50000; /* 50 µs, then the wake-up brings it */
+	for (int i = 0; i < 4; i++)
+		one_wait(&wt, 0);
+	CHECK(stats.busy == 4 && stats.spins == 0 && stats.sleeps == 4);
+	CHECK(wt.busy_spin_ns == 50000);
+	cpu_busy = false;
+}
+
+/* Not oversubscribed: the budget changes nothing, the adaptive spin runs as before. */
+static void test_a_busy_spin_budget_leaves_an_idle_cpu_alone(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.busy_spin_ns = SPIN_MAX_NS;
+	for (int i = 0; i < 12; i++)
+		one_wait(&wt, 0);
+	CHECK(stats.busy == 0 && stats.spins == 0 && stats.sleeps == 12);
+	CHECK(wt.spin_ns == RDMAQ_MIN_SPIN_NS); /* halved by each blocked wait, as without */
+}
+
+static void test_the_busy_spin_budget_comes_from_the_environment(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	CHECK(wt.busy_spin_ns == 0);
+	setenv("RDMAQ_BUSY_SPIN_US", "250", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 250000);
+	setenv("RDMAQ_BUSY_SPIN_US", "1000001", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == -EINVAL && wt.busy_spin_ns == 250000);
+	CHECK(strstr(rdmaq_errmsg(), "RDMAQ_BUSY_SPIN_US") != NULL);
+	unsetenv("RDMAQ_BUSY_SPIN_US");
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 0);
+}
+
 /* A cadence whose last message was stamped now and whose intervals are all `iv`. */
 static void cadence_until_now(struct rdmaq_cadence *cad, int64_t iv)
 {
@@ -220,6 +284,9 @@ int main(void)
 	test_a_spin_that_finds_its_message_never_blocks();
 	test_no_spin_budget_never_spins();
 	test_a_busy_cpu_counts_once_per_get();
+	test_a_busy_cpu_spins_only_with_a_busy_spin_budget();
+	test_a_busy_spin_budget_leaves_an_idle_cpu_alone();
+	test_the_busy_spin_budget_comes_from_the_environment();
 	test_settles_before_blocking_only_when_the_next_message_is_far();
 	test_settling_is_on_by_default_from_3_ms();
 	return check_report("wait");

@@ -8,6 +8,7 @@ sys.path (the harness's persistent client finds the stand-in vllm package throug
 
 import argparse
 import json
+import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -40,6 +41,9 @@ def serve(argv):
     p.add_argument("--host", default="127.0.0.1")
     args, _ = p.parse_known_args(argv)
     print(f"fake vllm serve {' '.join(argv)}", flush=True)
+    # what a queue variant adds to a server's environment (QUEUE@NAME=VALUE)
+    extra = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("RDMAQ_TEST_"))
+    print(f"fake vllm serve environment: {' '.join(extra)}", flush=True)
     ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()
 
 
