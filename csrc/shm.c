@@ -334,7 +334,7 @@ clean_fd:
 /* ---- writer --------------------------------------------------------------- */
 
 struct rdmaq_shm_writer {
-	struct rdmaq_writer w; /* first: the core casts back */
+	struct rdmaq_writer w;
 	char name[RDMAQ_NAME_MAX + 1];
 	void *base;
 	uint64_t seg_bytes;
@@ -345,7 +345,7 @@ struct rdmaq_shm_writer {
 	struct rdmaq_shm_peer peers[];
 };
 
-#define to_shm_writer(wp) ((struct rdmaq_shm_writer *)(wp))
+#define to_shm_writer(wp) container_of(wp, struct rdmaq_shm_writer, w)
 
 static struct rdmaq_ring_ctrl *shm_writer_ring(struct rdmaq_shm_writer *w)
 {
@@ -595,13 +595,13 @@ clean_w:
 
 const char *rdmaq_shm_writer_name(const struct rdmaq_writer *wp)
 {
-	return ((const struct rdmaq_shm_writer *)wp)->name;
+	return container_of(wp, const struct rdmaq_shm_writer, w)->name;
 }
 
 /* ---- reader --------------------------------------------------------------- */
 
 struct rdmaq_shm_reader {
-	struct rdmaq_reader r; /* first: the core casts back */
+	struct rdmaq_reader r;
 	void *base;
 	uint64_t seg_bytes;
 	struct rdmaq_shm_layout l;
@@ -609,7 +609,7 @@ struct rdmaq_shm_reader {
 	struct rdmaq_shm_sleep sleep; /* on the ring's doorbell */
 };
 
-#define to_shm_reader(rp) ((struct rdmaq_shm_reader *)(rp))
+#define to_shm_reader(rp) container_of(rp, struct rdmaq_shm_reader, r)
 
 static struct rdmaq_ring_ctrl *shm_reader_ring(struct rdmaq_shm_reader *r)
 {

@@ -239,11 +239,11 @@ static int rdmaq_wait_adaptive_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond,
 }
 
 /*
- * One blocking round: announce, re-check, block for up to `slice_ns`.
- * Returns 1 when cond holds, 0 after a wake-up or the slice, <0 error.
+ * One blocking round: announce, re-check, block for up to `block_ns`.
+ * Returns 1 when cond holds, 0 after a wake-up or block_ns, <0 error.
  */
 static int rdmaq_block_once(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
-			    int64_t deadline, int64_t slice_ns, bool *blocked)
+			    int64_t deadline, int64_t block_ns, bool *blocked)
 {
 	int64_t now;
 	int ret;
@@ -264,10 +264,10 @@ static int rdmaq_block_once(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *a
 		wt->ops->finish(wt->ep);
 		return ret;
 	}
-	if (deadline >= 0 && deadline - now < slice_ns)
-		slice_ns = deadline - now;
+	if (deadline >= 0 && deadline - now < block_ns)
+		block_ns = deadline - now;
 	*blocked = true;
-	ret = wt->ops->block(wt->ep, slice_ns);
+	ret = wt->ops->block(wt->ep, block_ns);
 	wt->ops->finish(wt->ep);
 	if (ret < 0)
 		return ret;
@@ -428,12 +428,13 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 		rdmaq_wait_settle(wt);
 	for (;;) {
 		int64_t now = rdmaq_now_ns();
-		int64_t slice = RDMAQ_PEER_CHECK_NS - (now - last_check);
+		/* Until the next peer check at most. */
+		int64_t block_ns = RDMAQ_PEER_CHECK_NS - (now - last_check);
 
-		if (slice < 0)
-			slice = 0;
+		if (block_ns < 0)
+			block_ns = 0;
 		wt->stats->sleeps++;
-		ret = rdmaq_block_once(wt, cond, arg, deadline, slice, &blocked);
+		ret = rdmaq_block_once(wt, cond, arg, deadline, block_ns, &blocked);
 		if (!blocked)
 			wt->stats->sleeps--; /* the re-check found it: never slept */
 		if (ret > 0) {
