@@ -19,7 +19,7 @@ from rdmaq.handle import ShmInfo
 from rdmaq.transport import shm
 
 SHM = "/dev/shm"
-# csrc/shm.c: hdr (64) | writer wait (64) | attach[n] (64 each) | credit[n] (64 each) | ring
+# csrc/shm_format.h: hdr (64) | writer wait (64) | attach[n] (64 each) | credit[n] (64 each) | ring
 HDR = struct.Struct("<IIIIIiQQQQ")
 MAGIC, VERSION = 0x7164726D, 2
 
