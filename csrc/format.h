@@ -35,15 +35,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RDMAQ_MAGIC	     0x7164726dU /* "mrdq" */
-#define RDMAQ_VERSION	     2U
-#define RDMAQ_CACHELINE	     64U
-#define RDMAQ_REC_FIRST	     0x1U
-#define RDMAQ_REC_LAST	     0x2U
-#define RDMAQ_REC_ABORT	     0x4U	/* discard the message in progress */
-#define RDMAQ_CREDIT_CLOSED  UINT64_MAX /* reader left for good */
-#define RDMAQ_MIN_SLOT_BYTES 128U
-#define RDMAQ_MAX_READERS    256U
+#define RDMAQ_MAGIC	    0x7164726dU /* "mrdq" */
+#define RDMAQ_VERSION	    2U
+#define RDMAQ_CACHELINE	    64U
+#define RDMAQ_REC_FIRST	    0x1U
+#define RDMAQ_REC_LAST	    0x2U
+#define RDMAQ_REC_ABORT	    0x4U       /* discard the message in progress */
+#define RDMAQ_CREDIT_CLOSED UINT64_MAX /* reader left for good */
 
 /*
  * A struct another process or the NIC reads: its size, alignment and

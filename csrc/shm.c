@@ -44,7 +44,6 @@
 #include "shm_format.h"
 #include "shm_proc.h"
 
-#define RDMAQ_NAME_MAX	   200
 #define RDMAQ_NAME_PREFIX  "rdmaq-"
 #define RDMAQ_CREATE_TRIES 16
 
@@ -115,11 +114,11 @@ static bool shm_wake_writer(struct rdmaq_shm_wwait *ww)
 
 static int shm_check_name(const char *name)
 {
-	size_t n = strnlen(name, RDMAQ_NAME_MAX + 1);
+	size_t n = strnlen(name, RDMAQ_SHM_NAME_MAX + 1);
 
-	if (n == 0 || n > RDMAQ_NAME_MAX)
+	if (n == 0 || n > RDMAQ_SHM_NAME_MAX)
 		return rdmaq_set_err(-EINVAL, "queue name must have 1..%d characters",
-				     RDMAQ_NAME_MAX);
+				     RDMAQ_SHM_NAME_MAX);
 	if (strchr(name, '/'))
 		return rdmaq_set_err(-EINVAL, "queue name must not contain '/': %s", name);
 	return 0;
@@ -178,7 +177,7 @@ static int shm_reserve(int fd, uint64_t bytes)
 /* Create a fresh segment under an unguessable name; a squatter costs a retry. */
 static int shm_create(char *name, size_t name_len, uint64_t bytes, void **out)
 {
-	char path[RDMAQ_NAME_MAX + 2];
+	char path[RDMAQ_SHM_NAME_MAX + 2];
 	void *p;
 	int fd = -1, ret, i;
 
@@ -216,7 +215,7 @@ clean_fd:
 
 struct rdmaq_shm_writer {
 	struct rdmaq_writer w;
-	char name[RDMAQ_NAME_MAX + 1];
+	char name[RDMAQ_SHM_NAME_MAX + 1];
 	void *base;
 	uint64_t seg_bytes;
 	struct rdmaq_shm_layout l;
@@ -240,7 +239,7 @@ static bool shm_reader_closed(struct rdmaq_shm_writer *w, uint32_t i)
 
 static void shm_writer_unlink(struct rdmaq_shm_writer *w)
 {
-	char path[RDMAQ_NAME_MAX + 2];
+	char path[RDMAQ_SHM_NAME_MAX + 2];
 
 	if (w->unlinked)
 		return;
@@ -548,7 +547,7 @@ static const struct rdmaq_wait_ops shm_reader_wait_ops = {
 /* Map a segment by name and check it is a whole rdmaq queue; fills *cfg from it. */
 static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct rdmaq_config *cfg)
 {
-	char path[RDMAQ_NAME_MAX + 2];
+	char path[RDMAQ_SHM_NAME_MAX + 2];
 	struct rdmaq_shm_hdr h;
 	struct stat st;
 	void *p;
@@ -691,7 +690,7 @@ clean_r:
 
 int rdmaq_shm_segment_stale(const char *name)
 {
-	char path[RDMAQ_NAME_MAX + 2];
+	char path[RDMAQ_SHM_NAME_MAX + 2];
 	struct rdmaq_shm_hdr h;
 	uint64_t start;
 	ssize_t n;

@@ -77,9 +77,12 @@ int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_conf
 	struct rdmaq_waiter env = *wt;
 	int ret;
 
-	if (wc->slice_ns && (wc->slice_ns < RDMAQ_SLICE_MIN_NS || wc->slice_ns > RDMAQ_SLICE_MAX_NS))
-		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %u..%u ns, got %u",
-				     RDMAQ_SLICE_MIN_NS, RDMAQ_SLICE_MAX_NS, wc->slice_ns);
+	if (wc->spin_ns > RDMAQ_MAX_SPIN_NS)
+		return rdmaq_set_err(-EINVAL, "spin must be at most %d ns, got %u",
+				     RDMAQ_MAX_SPIN_NS, wc->spin_ns);
+	if (wc->slice_ns && (wc->slice_ns < RDMAQ_MIN_SLICE_NS || wc->slice_ns > RDMAQ_MAX_SLICE_NS))
+		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %d..%d ns, got %u",
+				     RDMAQ_MIN_SLICE_NS, RDMAQ_MAX_SLICE_NS, wc->slice_ns);
 	ret = rdmaq_waiter_from_env(&env);
 	if (ret)
 		return ret;

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TypeGuard
 
+from ._rdmaq import lib as _core  # the limits of rdmaq.h
+
 HANDLE_VERSION = 3  # 3: typed transport info (2: a dict)
-MAX_READERS = 256
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,8 @@ class Handle:
             raise ValueError(f"handle is for unknown transport {self.transport!r}")
         if not _is_int(self.n_readers):
             raise TypeError(f"handle n_readers must be an int, got {type(self.n_readers).__name__}")
-        if not 1 <= self.n_readers <= MAX_READERS:
-            raise ValueError(f"handle n_readers must be in 1..{MAX_READERS}, got {self.n_readers}")
+        if not 1 <= self.n_readers <= _core.RDMAQ_MAX_READERS:
+            raise ValueError(f"handle n_readers must be in 1..{_core.RDMAQ_MAX_READERS}, got {self.n_readers}")
         if type(self.info) is not info_type:
             raise TypeError(f"handle info must be a {info_type.__name__} for transport "
                             f"{self.transport!r}, got {type(self.info).__name__}")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import errors, serialize
+from ._rdmaq import lib as _core  # the limits of rdmaq.h
 from .handle import Handle
 from .transport import Backend, RingConfig, WriterBackend
 from .transport import load as load_transport
@@ -126,11 +127,12 @@ def _wait_config(ffi: Any, spin_us: int | None, slice_us: int | None, anticipate
                  restore_slice: bool | None) -> Any:
     """struct rdmaq_wait_config from arguments, falling back on RDMAQ_* variables, then defaults."""
     spin_us = _int_arg("spin_us", _env_int("RDMAQ_SPIN_US", DEFAULT_SPIN_US) if spin_us is None
-                       else spin_us, 0, 1_000_000)
+                       else spin_us, 0, _core.RDMAQ_MAX_SPIN_NS // 1000)
+    slice_min, slice_max = _core.RDMAQ_MIN_SLICE_NS // 1000, _core.RDMAQ_MAX_SLICE_NS // 1000
     slice_us = _int_arg("slice_us", _env_int("RDMAQ_SLICE_US", DEFAULT_SLICE_US) if slice_us is None
-                        else slice_us, 0, 100_000)
-    if 0 < slice_us < 100:
-        raise ValueError(f"slice_us must be 0 (off) or 100..100000, got {slice_us}")
+                        else slice_us, 0, slice_max)
+    if 0 < slice_us < slice_min:
+        raise ValueError(f"slice_us must be 0 (off) or {slice_min}..{slice_max}, got {slice_us}")
     if anticipate is None:
         anticipate = bool(_env_int("RDMAQ_ANTICIPATE", 1))
     if restore_slice is None:
@@ -331,11 +333,11 @@ class Writer(_Endpoint):
                  slots: int = DEFAULT_SLOTS, max_message_bytes: int = DEFAULT_MAX_MESSAGE,
                  transport: str = "auto", spin_us: int | None = None, slice_us: int | None = None,
                  restore_slice: bool | None = None, **transport_options: Any) -> None:
-        _int_arg("n_readers", n_readers, 1, 256)
-        _int_arg("slot_bytes", slot_bytes, 128, 1 << 30)
-        if slot_bytes % 64:
-            raise ValueError(f"slot_bytes must be a multiple of 64, got {slot_bytes}")
-        _int_arg("slots", slots, 2, 1 << 24)
+        _int_arg("n_readers", n_readers, 1, _core.RDMAQ_MAX_READERS)
+        _int_arg("slot_bytes", slot_bytes, _core.RDMAQ_MIN_SLOT_BYTES, _core.RDMAQ_MAX_SLOT_BYTES)
+        if slot_bytes % _core.RDMAQ_SLOT_ALIGN:
+            raise ValueError(f"slot_bytes must be a multiple of {_core.RDMAQ_SLOT_ALIGN}, got {slot_bytes}")
+        _int_arg("slots", slots, _core.RDMAQ_MIN_SLOTS, _core.RDMAQ_MAX_SLOTS)
         _int_arg("max_message_bytes", max_message_bytes, 1, 1 << 62)
         self.transport = resolve_transport(transport)
         t = load_transport(self.transport)
