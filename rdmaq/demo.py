@@ -13,6 +13,7 @@ from typing import Any
 
 import rdmaq
 from rdmaq.cli import ArgumentParser, fail
+from rdmaq.handle import TRANSPORTS
 from rdmaq.queue import DEFAULT_MAX_MESSAGE
 
 PROG = "rdmaq demo"
@@ -64,7 +65,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--messages", type=_int_in(1), default=10000, help="messages to broadcast")
     p.add_argument("--size", type=_int_in(1, DEFAULT_MAX_MESSAGE), default=2048,
                    help="bytes per message")
-    p.add_argument("--transport", default="auto", choices=["auto", "shm", "verbs"],
+    p.add_argument("--transport", default="auto", choices=["auto", *TRANSPORTS],
                    help="how the bytes travel")
     return p
 

@@ -19,6 +19,7 @@ from ._rdmaq import lib as _core  # the limits of rdmaq.h
 from .handle import Handle
 from .transport import Backend, RingConfig, WriterBackend
 from .transport import load as load_transport
+from .transport import resolve as resolve_transport
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -30,20 +31,6 @@ DEFAULT_SPIN_US = 50
 DEFAULT_SLICE_US = 300
 SCRATCH_BYTES = 256 * 1024  # per reader: messages up to this size take one C call
 _EINTR = -errno.EINTR
-TRANSPORTS = ("auto", "shm", "verbs")
-
-
-def resolve_transport(transport: str) -> str:
-    """'auto' means verbs where an active RDMA port exists, shm otherwise."""
-    if transport not in TRANSPORTS:
-        raise ValueError(f"unknown transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
-    if transport != "auto":
-        return transport
-    try:
-        from .transport import verbs
-    except ImportError:  # not built here, or libibverbs does not load
-        return "shm"
-    return "verbs" if verbs.available() else "shm"
 
 
 _E = TypeVar("_E", bound="_Endpoint")

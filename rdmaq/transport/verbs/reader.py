@@ -71,7 +71,7 @@ class ReaderBackend:
         local = local_writer(self._queue) if self._writer_proc == device.process_id() else None
         if local is not None:
             try:
-                local.attach_local(self, index, self._geometry)
+                local.attach_local(self.ptr, index, self._geometry)
             except BaseException:
                 lib.rdmaq_reader_destroy(self.ptr)
                 raise
