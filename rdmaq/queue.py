@@ -405,6 +405,23 @@ class Writer(_Endpoint):
             self._op.release()
 
 
+class _Scratch:
+    """Where a message of up to SCRATCH_BYTES lands in one C call (rdmaq_reader_recv)."""
+
+    def __init__(self, ffi: Any) -> None:
+        self.buf = bytearray(SCRATCH_BYTES)
+        self.c_buf = ffi.from_buffer(self.buf)
+        self.msg_len = ffi.new("uint64_t *")  # set by C once a message has started
+
+
+@dataclass
+class _PartialMessage:
+    """A message being read into ``buf`` (the scratch buffer, or one of its own size)."""
+
+    buf: bytearray
+    length: int
+
+
 class Reader(_Endpoint):
     """Reader ``index`` of the queue described by ``handle``."""
 
@@ -422,10 +439,8 @@ class Reader(_Endpoint):
         self._start(t.attach_reader(handle, index, wc.spin_ns), t.ffi, t.lib, _reader_ops(t.lib))
         self.index = index
         self.transport = handle.transport
-        self._pending: bytearray | None = None  # message being received when a timeout hit
-        self._scratch: bytearray | None = None  # small messages land here first (one C call)
-        self._scratch_c: Any = None
-        self._len: Any = None
+        self._scratch: _Scratch | None = None  # made at the first get
+        self._partial: _PartialMessage | None = None  # a message a timeout cut short
         if warm is None:
             warm = bool(_env_int("RDMAQ_WARM", 1))
         if warm is True:
@@ -449,46 +464,56 @@ class Reader(_Endpoint):
     def _get_locked(self, deadline: float | None) -> bytearray | memoryview:
         """The next message: a view of the scratch buffer when it fits there (valid
         until the next call), else a bytearray of its own."""
-        lib, ffi = self._lib, self._ffi
-        if self._warm is not None and self._pending is None:
-            # Nap until the next message is due, then warm the caches that receiving it
-            # will use: a nap long enough to pay off is long enough for a CPU to lose
-            # them, and a cold unpickle costs more than the wait it follows.
-            rc = self._call(lib.rdmaq_reader_nap, self._ptr, deadline=deadline)
-            if rc > 0:
-                self._warm()
-            elif rc < 0:
-                self._check(rc, "get")
+        if self._warm is not None and self._partial is None:
+            self._nap_and_warm(self._warm, deadline)
         while True:
-            if self._pending is None:
-                if self._scratch is None:
-                    self._scratch = bytearray(SCRATCH_BYTES)
-                    self._scratch_c = ffi.from_buffer(self._scratch)
-                    self._len = ffi.new("uint64_t *")
-                self._len[0] = 0  # set by C once a message has started
-                rc = self._call(lib.rdmaq_reader_recv, self._ptr, self._scratch_c, SCRATCH_BYTES,
-                                self._len, deadline=deadline)
-                if rc == 0:
-                    return memoryview(self._scratch)[:self._len[0]]
-                if rc != -errno.ENOBUFS:
-                    if rc == -errno.ETIMEDOUT and self._len[0] and self._len[0] <= SCRATCH_BYTES:
-                        # A timeout mid-message: its start is in scratch; resume there.
-                        self._pending = self._scratch
-                    if rc != -errno.ECONNABORTED:
-                        self._check(rc, "get")
-                    continue  # the writer abandoned this message; take the next
-                self._pending = bytearray(self._len[0])
-            buf = self._pending
-            n = self._len[0]
-            rc = self._call(lib.rdmaq_reader_read, self._ptr, ffi.from_buffer(buf), n,
-                            deadline=deadline)
-            if rc == -errno.ETIMEDOUT:
-                self._check(rc, "get")  # keep _pending: the next get resumes it
-            self._pending = None
-            if rc == -errno.ECONNABORTED:
-                continue  # the writer abandoned this message; take the next
+            msg = self._receive(deadline)
+            if msg is not None:
+                return msg
+            # The writer gave that message up after sending part of it (a put that
+            # failed): it is dropped, and the next message is this get's.
+
+    def _nap_and_warm(self, warm: Callable[[], object], deadline: float | None) -> None:
+        """Nap until the next message is due, then warm the caches that receiving it
+        will use: a nap long enough to pay off is long enough for a CPU to lose them,
+        and a cold unpickle costs more than the wait it follows."""
+        rc = self._call(self._lib.rdmaq_reader_nap, self._ptr, deadline=deadline)
+        if rc > 0:
+            warm()
+        elif rc < 0:
             self._check(rc, "get")
-            return memoryview(buf)[:n] if buf is self._scratch else buf
+
+    def _receive(self, deadline: float | None) -> bytearray | memoryview | None:
+        """One message, or None when the writer abandoned it (-ECONNABORTED).  A timeout
+        in the middle of a message leaves it in ``_partial``, where the next call resumes."""
+        lib, ffi = self._lib, self._ffi
+        partial = self._partial
+        if partial is None:
+            if self._scratch is None:
+                self._scratch = _Scratch(ffi)
+            s = self._scratch
+            s.msg_len[0] = 0
+            rc = self._call(lib.rdmaq_reader_recv, self._ptr, s.c_buf, SCRATCH_BYTES, s.msg_len,
+                            deadline=deadline)
+            n = s.msg_len[0]
+            if rc == 0:
+                return memoryview(s.buf)[:n]
+            if rc == -errno.ECONNABORTED:
+                return None
+            if rc != -errno.ENOBUFS:
+                if rc == -errno.ETIMEDOUT and 0 < n <= SCRATCH_BYTES:
+                    self._partial = _PartialMessage(s.buf, n)  # its start is in scratch
+                self._check(rc, "get")
+            partial = _PartialMessage(bytearray(n), n)  # larger than scratch: a buffer of its own
+        rc = self._call(lib.rdmaq_reader_read, self._ptr, ffi.from_buffer(partial.buf), partial.length,
+                        deadline=deadline)
+        self._partial = partial if rc == -errno.ETIMEDOUT else None
+        if rc == -errno.ECONNABORTED:
+            return None
+        self._check(rc, "get")
+        if self._scratch is not None and partial.buf is self._scratch.buf:
+            return memoryview(partial.buf)[:partial.length]
+        return partial.buf
 
     def recv(self, timeout: float | None = None) -> Any:
         """Next message, unpickled (see Writer.send)."""
