@@ -7,10 +7,16 @@
  *    message is due, then spin through a short window.  The message finds
  *    the reader running, so no wake-up is paid, for a CPU cost bounded
  *    per message.
- * 2. Spin briefly.  The budget adapts like folly's TurnSequencer: a wait
- *    that ends while spinning raises it to twice the time it took, a wait
- *    that had to block halves it, so a paced or idle reader converges to
- *    a short spin and ~0 CPU.
+ * 2. Spin briefly, within an adaptive budget: a wait that ends while
+ *    spinning raises it to twice the time it took, a wait that had to
+ *    block halves it, down to RDMAQ_MIN_SPIN_NS, so a paced or idle reader
+ *    converges to a 1 µs spin and ~0 CPU.  Once there it stays there until
+ *    a message arrives within that microsecond.  folly's TurnSequencer
+ *    adapts its spin too, but probes back up: MPMCQueue spins the whole
+ *    budget again every 128th turn to learn whether spinning pays again.
+ *    Such a probe was measured here and left out (docs/benchmarks.md,
+ *    Caveats: on the 2-core machine its spins gained nothing and its
+ *    failed probes showed at p99); steady traffic is left to (1).
  * 3. Block in the kernel (futex, completion channel), asking for a short
  *    scheduler slice (slice.h) so that, on a busy machine, the wake-up
  *    preempts whatever runs instead of queueing behind it; when the next
