@@ -35,6 +35,11 @@
 #include "verbs_pool.h"
 #include "verbs_qp.h"
 
+/* Readers' rings are in the ring format, which crosses hosts under the bootstrap's
+ * protocol version (PROTO, rdmaq/transport/verbs/protocol.py): a new ring format is a
+ * new PROTO, then this. */
+_Static_assert(RDMAQ_VERSION == 2, "the ring format changed: bump the verbs bootstrap's PROTO");
+
 #define RDMAQ_VERBS_BATCH 32 /* WRs per ibv_post_send */
 
 struct rdmaq_verbs_wpeer {
