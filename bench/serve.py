@@ -506,7 +506,7 @@ def _rdmaq_stats(stats_dir: Path) -> list[dict]:
 
 def client_timeout(args) -> float:
     """A run's time limit: generous on a 2-core CPU; on a GPU short enough that a hung run
-    leaves a lent machine's call time for the rest."""
+    leaves a part of a sweep (serve_plan.py) time for the rest."""
     if args.device == "cpu":
         return 5 * args.num_prompts / args.rate + 300
     return 3 * args.num_prompts / args.rate + 60
@@ -786,8 +786,8 @@ def _listing() -> dict[str, set[str]]:
 
 def _leftovers(before: dict, servers: dict, client_tmp: str | None) -> dict:
     """New entries of /dev/shm and the temporary directory since the start: "ours" are names
-    a server process used or the harness's own directories (must be empty), "others" are
-    from other users of the machine."""
+    a server process used or the harness's own directories (must be empty), "others" were
+    made by other processes."""
     after = _listing()
     ours_names = set()
     for srv in servers.values():

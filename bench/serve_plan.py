@@ -3,9 +3,9 @@
 A sweep is settings x queues x runs. Within a setting the queues alternate run by run, and each
 setting starts one queue later than the one before (ABCABC..., then BCABCA...), so neither a
 queue nor a position in the order meets the machine's drift more often than another. A sweep
-can be cut into parts (a call on a lent machine lasts minutes): a part stops before a run that
-would end past its deadline, and the next part (``--resume``) runs what is left, in the same
-order.
+can be cut into parts (a command on the GPU machine may run for minutes only): a part stops
+before a run that would end past its deadline, and the next part (``--resume``) runs what is
+left, in the same order.
 """
 
 from __future__ import annotations

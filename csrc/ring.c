@@ -16,17 +16,25 @@ uint32_t rdmaq_slot_payload(uint32_t slot_bytes)
 	return (slot_bytes - (uint32_t)RDMAQ_REC_OVERHEAD) & ~7U;
 }
 
+/* The limits (rdmaq.h) fit the format: a slot holds a record's overhead and starts a cache line. */
+_Static_assert(RDMAQ_MIN_SLOT_BYTES >= RDMAQ_REC_OVERHEAD + 8, "a slot too small for a record");
+_Static_assert(RDMAQ_SLOT_ALIGN % RDMAQ_CACHELINE == 0, "slots off cache lines");
+_Static_assert(RDMAQ_MAX_READERS % 64 == 0, "rdmaq_writer.dropped is in 64-bit words");
+
 int rdmaq_config_check(const struct rdmaq_config *cfg)
 {
 	if (cfg->n_readers < 1 || cfg->n_readers > RDMAQ_MAX_READERS)
-		return rdmaq_set_err(-EINVAL, "n_readers must be in 1..%u, got %u",
+		return rdmaq_set_err(-EINVAL, "n_readers must be in 1..%d, got %u",
 				     RDMAQ_MAX_READERS, cfg->n_readers);
-	if (cfg->slot_bytes < RDMAQ_MIN_SLOT_BYTES || cfg->slot_bytes % RDMAQ_CACHELINE)
+	if (cfg->slot_bytes < RDMAQ_MIN_SLOT_BYTES || cfg->slot_bytes > RDMAQ_MAX_SLOT_BYTES ||
+	    cfg->slot_bytes % RDMAQ_SLOT_ALIGN)
 		return rdmaq_set_err(-EINVAL,
-				     "slot_bytes must be a multiple of %u and at least %u, got %u",
-				     RDMAQ_CACHELINE, RDMAQ_MIN_SLOT_BYTES, cfg->slot_bytes);
-	if (cfg->slots < 2)
-		return rdmaq_set_err(-EINVAL, "slots must be at least 2, got %u", cfg->slots);
+				     "slot_bytes must be a multiple of %d in %d..%d, got %u",
+				     RDMAQ_SLOT_ALIGN, RDMAQ_MIN_SLOT_BYTES, RDMAQ_MAX_SLOT_BYTES,
+				     cfg->slot_bytes);
+	if (cfg->slots < RDMAQ_MIN_SLOTS || cfg->slots > RDMAQ_MAX_SLOTS)
+		return rdmaq_set_err(-EINVAL, "slots must be in %d..%d, got %u", RDMAQ_MIN_SLOTS,
+				     RDMAQ_MAX_SLOTS, cfg->slots);
 	if ((uint64_t)cfg->slot_bytes * cfg->slots > (1ULL << 34))
 		return rdmaq_set_err(-EINVAL, "ring of %u x %u bytes is larger than 16 GiB",
 				     cfg->slots, cfg->slot_bytes);

@@ -16,15 +16,11 @@
 #include <stdint.h>
 
 #include "cadence.h"
+#include "container_of.h"
 #include "error.h"
 #include "format.h"
 #include "rdmaq.h"
 #include "wait.h"
-
-/* The structure that holds `ptr` as its `member`. */
-#ifndef container_of
-#define container_of(ptr, type, member) ((type *)(((char *)(ptr)) - offsetof(type, member)))
-#endif
 
 struct rdmaq_writer;
 

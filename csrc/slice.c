@@ -140,9 +140,9 @@ int rdmaq_sched_slice_probe(uint32_t slice_ns)
 	int state = __atomic_load_n(&rdmaq_slice_state, __ATOMIC_ACQUIRE);
 	int ret;
 
-	if (slice_ns < RDMAQ_SLICE_MIN_NS || slice_ns > RDMAQ_SLICE_MAX_NS)
-		return rdmaq_set_err(-EINVAL, "slice must be in %u..%u ns, got %u",
-				     RDMAQ_SLICE_MIN_NS, RDMAQ_SLICE_MAX_NS, slice_ns);
+	if (slice_ns < RDMAQ_MIN_SLICE_NS || slice_ns > RDMAQ_MAX_SLICE_NS)
+		return rdmaq_set_err(-EINVAL, "slice must be in %d..%d ns, got %u",
+				     RDMAQ_MIN_SLICE_NS, RDMAQ_MAX_SLICE_NS, slice_ns);
 	if (state < 0) {
 		rdmaq_set_err(state, "%s", rdmaq_slice_why);
 		return 0;

@@ -27,9 +27,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RDMAQ_SLICE_MIN_NS 100000U /* the kernel's clamp */
-#define RDMAQ_SLICE_MAX_NS 100000000U
-
 /* struct sched_attr of sched_setattr(2), SCHED_ATTR_SIZE_VER1. */
 struct rdmaq_sched_attr {
 	uint32_t size;

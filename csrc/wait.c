@@ -7,10 +7,16 @@
  *    message is due, then spin through a short window.  The message finds
  *    the reader running, so no wake-up is paid, for a CPU cost bounded
  *    per message.
- * 2. Spin briefly.  The budget adapts like folly's TurnSequencer: a wait
- *    that ends while spinning raises it to twice the time it took, a wait
- *    that had to block halves it, so a paced or idle reader converges to
- *    a short spin and ~0 CPU.
+ * 2. Spin briefly, within an adaptive budget: a wait that ends while
+ *    spinning raises it to twice the time it took, a wait that had to
+ *    block halves it, down to RDMAQ_MIN_SPIN_NS, so a paced or idle reader
+ *    converges to a 1 µs spin and ~0 CPU.  Once there it stays there until
+ *    a message arrives within that microsecond.  folly's TurnSequencer
+ *    adapts its spin too, but probes back up: MPMCQueue spins the whole
+ *    budget again every 128th turn to learn whether spinning pays again.
+ *    Such a probe was measured here and left out (docs/benchmarks.md,
+ *    Caveats: on the 2-core machine its spins gained nothing and its
+ *    failed probes showed at p99); steady traffic is left to (1).
  * 3. Block in the kernel (futex, completion channel), asking for a short
  *    scheduler slice (slice.h) so that, on a busy machine, the wake-up
  *    preempts whatever runs instead of queueing behind it; when the next
@@ -81,9 +87,12 @@ int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_conf
 	struct rdmaq_waiter env = *wt;
 	int ret;
 
-	if (wc->slice_ns && (wc->slice_ns < RDMAQ_SLICE_MIN_NS || wc->slice_ns > RDMAQ_SLICE_MAX_NS))
-		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %u..%u ns, got %u",
-				     RDMAQ_SLICE_MIN_NS, RDMAQ_SLICE_MAX_NS, wc->slice_ns);
+	if (wc->spin_ns > RDMAQ_MAX_SPIN_NS)
+		return rdmaq_set_err(-EINVAL, "spin must be at most %d ns, got %u",
+				     RDMAQ_MAX_SPIN_NS, wc->spin_ns);
+	if (wc->slice_ns && (wc->slice_ns < RDMAQ_MIN_SLICE_NS || wc->slice_ns > RDMAQ_MAX_SLICE_NS))
+		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %d..%d ns, got %u",
+				     RDMAQ_MIN_SLICE_NS, RDMAQ_MAX_SLICE_NS, wc->slice_ns);
 	ret = rdmaq_waiter_from_env(&env);
 	if (ret)
 		return ret;
@@ -251,11 +260,11 @@ static int rdmaq_wait_adaptive_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond,
 }
 
 /*
- * One blocking round: announce, re-check, block for up to `slice_ns`.
- * Returns 1 when cond holds, 0 after a wake-up or the slice, <0 error.
+ * One blocking round: announce, re-check, block for up to `block_ns`.
+ * Returns 1 when cond holds, 0 after a wake-up or block_ns, <0 error.
  */
 static int rdmaq_block_once(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
-			    int64_t deadline, int64_t slice_ns, bool *blocked)
+			    int64_t deadline, int64_t block_ns, bool *blocked)
 {
 	int64_t now;
 	int ret;
@@ -276,10 +285,10 @@ static int rdmaq_block_once(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *a
 		wt->ops->finish(wt->ep);
 		return ret;
 	}
-	if (deadline >= 0 && deadline - now < slice_ns)
-		slice_ns = deadline - now;
+	if (deadline >= 0 && deadline - now < block_ns)
+		block_ns = deadline - now;
 	*blocked = true;
-	ret = wt->ops->block(wt->ep, slice_ns);
+	ret = wt->ops->block(wt->ep, block_ns);
 	wt->ops->finish(wt->ep);
 	if (ret < 0)
 		return ret;
@@ -440,12 +449,13 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 		rdmaq_wait_settle(wt);
 	for (;;) {
 		int64_t now = rdmaq_now_ns();
-		int64_t slice = RDMAQ_PEER_CHECK_NS - (now - last_check);
+		/* Until the next peer check at most. */
+		int64_t block_ns = RDMAQ_PEER_CHECK_NS - (now - last_check);
 
-		if (slice < 0)
-			slice = 0;
+		if (block_ns < 0)
+			block_ns = 0;
 		wt->stats->sleeps++;
-		ret = rdmaq_block_once(wt, cond, arg, deadline, slice, &blocked);
+		ret = rdmaq_block_once(wt, cond, arg, deadline, block_ns, &blocked);
 		if (!blocked)
 			wt->stats->sleeps--; /* the re-check found it: never slept */
 		if (ret > 0) {

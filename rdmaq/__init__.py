@@ -18,7 +18,8 @@ from .errors import (
     SharedMemoryFullError,
 )
 from .handle import Handle
-from .queue import Reader, Writer, resolve_transport
+from .queue import Reader, Writer
+from .transport import resolve as resolve_transport
 
 __all__ = [
     "Writer", "Reader", "Handle", "resolve_transport", "Error", "ClosedError",

@@ -12,7 +12,7 @@ from typing import Any
 
 import rdmaq
 from rdmaq.cli import ArgumentParser, bounded, fail, parse_size, quiet_spawn_context
-from rdmaq.handle import MAX_READERS
+from rdmaq.handle import MAX_READERS, TRANSPORTS
 from rdmaq.queue import DEFAULT_MAX_MESSAGE, DEFAULT_SLOT_BYTES, DEFAULT_SLOTS
 
 PROG = "rdmaq demo"
@@ -67,7 +67,7 @@ def build_parser() -> ArgumentParser:
                    help="ring slots")
     p.add_argument("--slot-bytes", type=_slot_bytes, default=DEFAULT_SLOT_BYTES,
                    help="bytes per slot, a multiple of 64 (longer messages span slots)")
-    p.add_argument("--transport", default="auto", choices=["auto", "shm", "verbs"],
+    p.add_argument("--transport", default="auto", choices=["auto", *TRANSPORTS],
                    help="how the bytes travel")
     return p
 

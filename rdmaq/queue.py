@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import errors, serialize
+from ._rdmaq import lib as _core  # the limits of rdmaq.h
 from .handle import Handle
 from .transport import Backend, RingConfig, WriterBackend
 from .transport import load as load_transport
+from .transport import resolve as resolve_transport
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -29,20 +31,6 @@ DEFAULT_SPIN_US = 50
 DEFAULT_SLICE_US = 300
 SCRATCH_BYTES = 256 * 1024  # per reader: messages up to this size take one C call
 _EINTR = -errno.EINTR
-TRANSPORTS = ("auto", "shm", "verbs")
-
-
-def resolve_transport(transport: str) -> str:
-    """'auto' means verbs where an active RDMA port exists, shm otherwise."""
-    if transport not in TRANSPORTS:
-        raise ValueError(f"unknown transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
-    if transport != "auto":
-        return transport
-    try:
-        from .transport import verbs
-    except ImportError:  # not built here, or libibverbs does not load
-        return "shm"
-    return "verbs" if verbs.available() else "shm"
 
 
 _E = TypeVar("_E", bound="_Endpoint")
@@ -126,11 +114,12 @@ def _wait_config(ffi: Any, spin_us: int | None, slice_us: int | None, anticipate
                  restore_slice: bool | None) -> Any:
     """struct rdmaq_wait_config from arguments, falling back on RDMAQ_* variables, then defaults."""
     spin_us = _int_arg("spin_us", _env_int("RDMAQ_SPIN_US", DEFAULT_SPIN_US) if spin_us is None
-                       else spin_us, 0, 1_000_000)
+                       else spin_us, 0, _core.RDMAQ_MAX_SPIN_NS // 1000)
+    slice_min, slice_max = _core.RDMAQ_MIN_SLICE_NS // 1000, _core.RDMAQ_MAX_SLICE_NS // 1000
     slice_us = _int_arg("slice_us", _env_int("RDMAQ_SLICE_US", DEFAULT_SLICE_US) if slice_us is None
-                        else slice_us, 0, 100_000)
-    if 0 < slice_us < 100:
-        raise ValueError(f"slice_us must be 0 (off) or 100..100000, got {slice_us}")
+                        else slice_us, 0, slice_max)
+    if 0 < slice_us < slice_min:
+        raise ValueError(f"slice_us must be 0 (off) or {slice_min}..{slice_max}, got {slice_us}")
     if anticipate is None:
         anticipate = bool(_env_int("RDMAQ_ANTICIPATE", 1))
     if restore_slice is None:
@@ -331,11 +320,11 @@ class Writer(_Endpoint):
                  slots: int = DEFAULT_SLOTS, max_message_bytes: int = DEFAULT_MAX_MESSAGE,
                  transport: str = "auto", spin_us: int | None = None, slice_us: int | None = None,
                  restore_slice: bool | None = None, **transport_options: Any) -> None:
-        _int_arg("n_readers", n_readers, 1, 256)
-        _int_arg("slot_bytes", slot_bytes, 128, 1 << 30)
-        if slot_bytes % 64:
-            raise ValueError(f"slot_bytes must be a multiple of 64, got {slot_bytes}")
-        _int_arg("slots", slots, 2, 1 << 24)
+        _int_arg("n_readers", n_readers, 1, _core.RDMAQ_MAX_READERS)
+        _int_arg("slot_bytes", slot_bytes, _core.RDMAQ_MIN_SLOT_BYTES, _core.RDMAQ_MAX_SLOT_BYTES)
+        if slot_bytes % _core.RDMAQ_SLOT_ALIGN:
+            raise ValueError(f"slot_bytes must be a multiple of {_core.RDMAQ_SLOT_ALIGN}, got {slot_bytes}")
+        _int_arg("slots", slots, _core.RDMAQ_MIN_SLOTS, _core.RDMAQ_MAX_SLOTS)
         _int_arg("max_message_bytes", max_message_bytes, 1, 1 << 62)
         self.transport = resolve_transport(transport)
         t = load_transport(self.transport)
@@ -420,6 +409,23 @@ class Writer(_Endpoint):
             self._op.release()
 
 
+class _Scratch:
+    """Where a message of up to SCRATCH_BYTES lands in one C call (rdmaq_reader_recv)."""
+
+    def __init__(self, ffi: Any) -> None:
+        self.buf = bytearray(SCRATCH_BYTES)
+        self.c_buf = ffi.from_buffer(self.buf)
+        self.msg_len = ffi.new("uint64_t *")  # set by C once a message has started
+
+
+@dataclass
+class _PartialMessage:
+    """A message being read into ``buf`` (the scratch buffer, or one of its own size)."""
+
+    buf: bytearray
+    length: int
+
+
 class Reader(_Endpoint):
     """Reader ``index`` of the queue described by ``handle``."""
 
@@ -437,10 +443,8 @@ class Reader(_Endpoint):
         self._start(t.attach_reader(handle, index, wc.spin_ns), t.ffi, t.lib, _reader_ops(t.lib))
         self.index = index
         self.transport = handle.transport
-        self._pending: bytearray | None = None  # message being received when a timeout hit
-        self._scratch: bytearray | None = None  # small messages land here first (one C call)
-        self._scratch_c: Any = None
-        self._len: Any = None
+        self._scratch: _Scratch | None = None  # made at the first get
+        self._partial: _PartialMessage | None = None  # a message a timeout cut short
         if warm is None:
             warm = bool(_env_int("RDMAQ_WARM", 1))
         if warm is True:
@@ -464,46 +468,56 @@ class Reader(_Endpoint):
     def _get_locked(self, deadline: float | None) -> bytearray | memoryview:
         """The next message: a view of the scratch buffer when it fits there (valid
         until the next call), else a bytearray of its own."""
-        lib, ffi = self._lib, self._ffi
-        if self._warm is not None and self._pending is None:
-            # Nap until the next message is due, then warm the caches that receiving it
-            # will use: a nap long enough to pay off is long enough for a CPU to lose
-            # them, and a cold unpickle costs more than the wait it follows.
-            rc = self._call(lib.rdmaq_reader_nap, self._ptr, deadline=deadline)
-            if rc > 0:
-                self._warm()
-            elif rc < 0:
-                self._check(rc, "get")
+        if self._warm is not None and self._partial is None:
+            self._nap_and_warm(self._warm, deadline)
         while True:
-            if self._pending is None:
-                if self._scratch is None:
-                    self._scratch = bytearray(SCRATCH_BYTES)
-                    self._scratch_c = ffi.from_buffer(self._scratch)
-                    self._len = ffi.new("uint64_t *")
-                self._len[0] = 0  # set by C once a message has started
-                rc = self._call(lib.rdmaq_reader_recv, self._ptr, self._scratch_c, SCRATCH_BYTES,
-                                self._len, deadline=deadline)
-                if rc == 0:
-                    return memoryview(self._scratch)[:self._len[0]]
-                if rc != -errno.ENOBUFS:
-                    if rc == -errno.ETIMEDOUT and self._len[0] and self._len[0] <= SCRATCH_BYTES:
-                        # A timeout mid-message: its start is in scratch; resume there.
-                        self._pending = self._scratch
-                    if rc != -errno.ECONNABORTED:
-                        self._check(rc, "get")
-                    continue  # the writer abandoned this message; take the next
-                self._pending = bytearray(self._len[0])
-            buf = self._pending
-            n = self._len[0]
-            rc = self._call(lib.rdmaq_reader_read, self._ptr, ffi.from_buffer(buf), n,
-                            deadline=deadline)
-            if rc == -errno.ETIMEDOUT:
-                self._check(rc, "get")  # keep _pending: the next get resumes it
-            self._pending = None
-            if rc == -errno.ECONNABORTED:
-                continue  # the writer abandoned this message; take the next
+            msg = self._receive(deadline)
+            if msg is not None:
+                return msg
+            # The writer gave that message up after sending part of it (a put that
+            # failed): it is dropped, and the next message is this get's.
+
+    def _nap_and_warm(self, warm: Callable[[], object], deadline: float | None) -> None:
+        """Nap until the next message is due, then warm the caches that receiving it
+        will use: a nap long enough to pay off is long enough for a CPU to lose them,
+        and a cold unpickle costs more than the wait it follows."""
+        rc = self._call(self._lib.rdmaq_reader_nap, self._ptr, deadline=deadline)
+        if rc > 0:
+            warm()
+        elif rc < 0:
             self._check(rc, "get")
-            return memoryview(buf)[:n] if buf is self._scratch else buf
+
+    def _receive(self, deadline: float | None) -> bytearray | memoryview | None:
+        """One message, or None when the writer abandoned it (-ECONNABORTED).  A timeout
+        in the middle of a message leaves it in ``_partial``, where the next call resumes."""
+        lib, ffi = self._lib, self._ffi
+        partial = self._partial
+        if partial is None:
+            if self._scratch is None:
+                self._scratch = _Scratch(ffi)
+            s = self._scratch
+            s.msg_len[0] = 0
+            rc = self._call(lib.rdmaq_reader_recv, self._ptr, s.c_buf, SCRATCH_BYTES, s.msg_len,
+                            deadline=deadline)
+            n = s.msg_len[0]
+            if rc == 0:
+                return memoryview(s.buf)[:n]
+            if rc == -errno.ECONNABORTED:
+                return None
+            if rc != -errno.ENOBUFS:
+                if rc == -errno.ETIMEDOUT and 0 < n <= SCRATCH_BYTES:
+                    self._partial = _PartialMessage(s.buf, n)  # its start is in scratch
+                self._check(rc, "get")
+            partial = _PartialMessage(bytearray(n), n)  # larger than scratch: a buffer of its own
+        rc = self._call(lib.rdmaq_reader_read, self._ptr, ffi.from_buffer(partial.buf), partial.length,
+                        deadline=deadline)
+        self._partial = partial if rc == -errno.ETIMEDOUT else None
+        if rc == -errno.ECONNABORTED:
+            return None
+        self._check(rc, "get")
+        if self._scratch is not None and partial.buf is self._scratch.buf:
+            return memoryview(partial.buf)[:partial.length]
+        return partial.buf
 
     def recv(self, timeout: float | None = None) -> Any:
         """Next message, unpickled (see Writer.send)."""

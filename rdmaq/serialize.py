@@ -33,7 +33,7 @@ from .errors import ProtocolError
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
 
-MAGIC = b"RQP5"
+MAGIC = b"RQP5"  # the framing's name and version (docs/format.md): a new framing is a new last byte
 OOB_MIN_BYTES = 64 * 1024  # below this, an extra iovec costs more than the copy
 ALIGN = 64
 _HDR = struct.Struct("<4sI")
@@ -185,5 +185,9 @@ def out_of_band_count(msg: Buffer) -> int:
         raise ValueError("not an rdmaq object message (too short): use get() for raw bytes")
     magic, nbuf = _HDR.unpack_from(msg, 0)
     if magic != MAGIC:
+        if magic[:3] == MAGIC[:3]:
+            raise ProtocolError(f"an object message in another release's framing "
+                                f"({magic.decode('ascii', 'replace')!r}, this rdmaq reads "
+                                f"{MAGIC.decode()!r}): writer and reader run different rdmaq releases")
         raise ValueError("not an rdmaq object message (bad magic): use get() for raw bytes")
     return int(nbuf)

@@ -31,6 +31,23 @@
 struct rdmaq_writer;
 struct rdmaq_reader;
 
+/*
+ * The bounds of struct rdmaq_config and struct rdmaq_wait_config: the C
+ * core refuses a value outside them (-EINVAL naming it), and rdmaq's
+ * Python layer reads them from here.
+ */
+enum {
+	RDMAQ_MAX_READERS = 256,
+	RDMAQ_MIN_SLOT_BYTES = 128, /* a record's header and trailer take 40 */
+	RDMAQ_MAX_SLOT_BYTES = 1 << 30,
+	RDMAQ_SLOT_ALIGN = 64, /* slot_bytes is a multiple: every slot starts a cache line */
+	RDMAQ_MIN_SLOTS = 2,
+	RDMAQ_MAX_SLOTS = 1 << 24,
+	RDMAQ_MAX_SPIN_NS = 1000000000,
+	RDMAQ_MIN_SLICE_NS = 100000, /* the kernel's clamp; 0 is "off" */
+	RDMAQ_MAX_SLICE_NS = 100000000,
+};
+
 struct rdmaq_config {
 	uint32_t n_readers;
 	uint32_t slot_bytes;  /* bytes per slot, header and trailer included */
@@ -73,7 +90,7 @@ struct rdmaq_trace {
 struct rdmaq_wait_config {
 	/* longest adaptive busy-wait before blocking */
 	uint32_t spin_ns;
-	/* scheduler slice to ask for while blocked: 0 off, else 100 µs..100 ms */
+	/* scheduler slice to ask for while blocked: 0 off, else RDMAQ_MIN/MAX_SLICE_NS */
 	uint32_t slice_ns;
 	/* readers: nap, then spin through windows predicted from the cadence */
 	uint32_t anticipate;

@@ -6,6 +6,7 @@ import pytest
 
 import rdmaq
 from children import sleepy_reader, start
+from rdmaq.queue import SCRATCH_BYTES
 
 # Under the VM's emulation a verbs message costs ~1 ms: fewer laps there.
 LAPS = {"shm": 5000, "verbs": 1000}
@@ -144,10 +145,11 @@ def test_get_times_out_then_receives(transport):
         r.close()
 
 
-def test_reader_resumes_a_message_interrupted_by_timeout(transport):
+@pytest.mark.parametrize("size", [10_000, SCRATCH_BYTES + 10_000], ids=["in-scratch", "own-buffer"])
+def test_reader_resumes_a_message_interrupted_by_timeout(transport, size):
     with rdmaq.Writer(1, transport=transport, slot_bytes=256, slots=4) as w:
         r = rdmaq.Reader(w.handle, 0)
-        payload = bytes(range(250)) * 40
+        payload = bytes(range(250)) * (size // 250)
         t = threading.Thread(target=lambda: w.put(payload, timeout=60))
         t.start()
         # a get with a short timeout may stop mid-message; the next resumes it

@@ -19,7 +19,7 @@ from rdmaq.handle import ShmInfo
 from rdmaq.transport import shm
 
 SHM = "/dev/shm"
-# csrc/shm.c: hdr (64) | writer wait (64) | attach[n] (64 each) | credit[n] (64 each) | ring
+# csrc/shm_format.h: hdr (64) | writer wait (64) | attach[n] (64 each) | credit[n] (64 each) | ring
 HDR = struct.Struct("<IIIIIiQQQQ")
 MAGIC, VERSION = 0x7164726D, 2
 
@@ -113,8 +113,9 @@ def test_forged_segment_is_refused_not_a_crash(case, size, fields, match):
 
 
 @pytest.mark.parametrize("field, value, why", [
-    ("slots", 1, "slots must be at least 2, got 1"),
-    ("slot_bytes", 100, "slot_bytes must be a multiple of 64 and at least 128, got 100"),
+    ("slots", 1, "slots must be in 2..16777216, got 1"),
+    ("slots", (1 << 24) + 1, "slots must be in 2..16777216, got 16777217"),
+    ("slot_bytes", 100, "slot_bytes must be a multiple of 64 in 128..1073741824, got 100"),
     ("n_readers", 0, "n_readers must be in 1..256, got 0"),
 ])
 def test_corrupt_header_message_comes_out_intact(field, value, why):
