@@ -3,33 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import re
+import signal
 import sys
 import time
 
-from rdmaq.cli import ArgumentParser, fail, missing_package
+from rdmaq.cli import ArgumentParser, fail, missing_package, parse_size
+from rdmaq.vllm import SUPPORTED_VLLM
 
 from . import machine
-from .queues import ADAPTERS, make_adapter
+from .queues import ADAPTERS, BASELINES, make_adapter, parse_queue
 
-DEFAULT_QUEUES = "rdmaq-shm,rdmaq-verbs,vllm"
+DEFAULT_QUEUES = "rdmaq-shm,rdmaq-verbs,vllm,vllm-spinloop"
 SCHEMA = "rdmaq-bench/1"
 
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmM]?)[bB]?\s*$")
 _PACE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)?\s*$")
-
-
-def parse_size(s: str) -> int:
-    m = _SIZE_RE.match(s)
-    if not m:
-        raise argparse.ArgumentTypeError(f"bad size {s!r}: use bytes, or a number with K or M (e.g. 2K)")
-    n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"bad size {s!r}: must be positive")
-    return n
 
 
 def parse_pace(s: str) -> int:
@@ -87,10 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="One writer and N reader processes per queue (rdmaq shm, rdmaq verbs, vLLM's "
                     "MessageQueue), same harness: one-way latency (max over readers), throughput, "
                     "CPU time busy and idle, with optional CPU contention. "
-                    "`rdmaq bench serve --help`: vLLM serving latency with each queue.")
+                    "`rdmaq bench serve --help`: vLLM serving latency with each queue; "
+                    "`rdmaq bench sweep --help`: idle p99 against reader CPU from a run's variants.")
     p.add_argument("--queues", default=DEFAULT_QUEUES,
                    help=f"comma list from {', '.join(ADAPTERS)} (default: %(default)s; "
-                        "unavailable ones are skipped with a message)")
+                        "unavailable ones are skipped with a message); QUEUE@NAME=VALUE[@...] runs a "
+                        "variant with those environment variables in its processes, e.g. "
+                        "rdmaq-shm@RDMAQ_RESTORE_SLICE=1")
     p.add_argument("--readers", default="4,8", help="reader counts, e.g. 1,2,4,8 (default %(default)s)")
     p.add_argument("--sizes", default="64,2K,40K,1M", help="payload sizes (default %(default)s)")
     p.add_argument("--pace", default="0,1ms,10ms",
@@ -116,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stages", action="store_true",
                    help="also record rdmaq's per-stage timestamps (serialize, copy, publish, wake, "
                         "copy out, deserialize) and report their medians")
+    p.add_argument("--sched-trace", metavar="DIR",
+                   help="root only: trace the scheduler (tracefs sched_waking/wakeup/switch/migrate_task, "
+                        "all CPUs) during every sub-run and explain the slowest 1%% of messages from it; "
+                        "summaries go to stderr and DIR/schedtrace.txt, raw excerpts to DIR/excerpts.txt")
+    p.add_argument("--sched-trace-kb", type=int, default=None, metavar="KB",
+                   help="trace buffer per CPU (default 4096)")
     p.add_argument("--idle-window", type=float, default=3.0,
                    help="seconds of the idle CPU measurement per cell (default %(default)s)")
     p.add_argument("--json", metavar="FILE", help="write every figure and the machine description here")
@@ -157,17 +158,27 @@ def make_subruns(sizes, paces, args) -> list[dict]:
     return subs
 
 
-def _progress_factory(stream):
+def _progress_factory(stream, trace_dir=None):
     from .report import pace_label, size_label
 
     def progress(cell, s, k, total):
         lm = s["latency_max_over_readers"] or {}
         p50, p99 = lm.get("p50_us"), lm.get("p99_us")
+        head = (f"[{k + 1}/{total}] {cell['queue']} rd={cell['readers']} att={cell['attackers']} "
+                f"{size_label(s['size'])} {pace_label(s['pace_ns'])}")
         stream.write(
-            f"  [{k + 1}/{total}] {cell['queue']} rd={cell['readers']} att={cell['attackers']} "
-            f"{size_label(s['size'])} {pace_label(s['pace_ns'])}: n={s['measured']} "
+            f"  {head}: n={s['measured']} "
             f"p50={'-' if p50 is None else f'{p50:.1f}'}us p99={'-' if p99 is None else f'{p99:.1f}'}us"
             + (f" ERRORS {s['errors'][:2]}" if s["errors"] else "") + "\n")
+        st = s.get("sched_trace")
+        if st is not None and trace_dir:
+            # the raw excerpts go to their own file; the JSON keeps the summary
+            with open(os.path.join(trace_dir, "excerpts.txt"), "a") as f:
+                f.write(f"=== {head}\n" + "\n".join(st.pop("excerpts", [])) + "\n")
+            text = f"=== {head}: p50 {p50 and round(p50)} p99 {p99 and round(p99)} us\n{st['text']}\n"
+            with open(os.path.join(trace_dir, "schedtrace.txt"), "a") as f:
+                f.write(text)
+            stream.write(text)
         stream.flush()
     return progress
 
@@ -201,11 +212,64 @@ def _check_output_path(parser, flag, path) -> None:
         parser.error(f"{flag} {path}: directory {d} does not exist or is not writable")
 
 
+def check_plot_format(parser, flag, path) -> None:
+    """Refuse, before anything runs, a plot file whose format matplotlib cannot write
+    (it takes the format from the extension)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    if ext not in formats:
+        what = f".{ext} files" if ext else "a file name without an extension"
+        parser.error(f"{flag} {path}: matplotlib cannot write {what}; use one of "
+                     f"{', '.join('.' + f for f in sorted(formats))}")
+
+
+NO_COMPARISON = ("WARNING: no comparison with vLLM's MessageQueue, the point of this benchmark: "
+                 "none of the vLLM queues asked for can run here (why: above), so rdmaq is measured "
+                 "alone. Install vLLM beside rdmaq: `rdmaq vllm install-cpu` (a CPU build of vLLM "
+                 f"0.32), or vLLM {'/'.join(SUPPORTED_VLLM)} (docs/vllm.md); or leave them out with "
+                 "--queues")
+
+
+def compares_nothing(queues, usable) -> bool:
+    """vLLM's queue was asked for (in any variant) and none of its variants can run."""
+    def baseline(q):
+        return parse_queue(q)[0] in BASELINES
+    return any(map(baseline, queues)) and not any(map(baseline, usable))
+
+
+def one_line(error: str) -> str:
+    """A cell's error for the terminal: its first and last lines (what failed, and why)."""
+    lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()] or ["?"]
+    return lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
+
+
 def _write_json(path, result) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
         json.dump(result, f, indent=1)
     os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _sched_tracer(args):
+    """The tracefs instance for --sched-trace (None without it), removed however the run ends:
+    SIGTERM and SIGHUP become SystemExit here so that the removal runs."""
+    if not args.sched_trace:
+        yield None
+        return
+    from .schedtrace import DEFAULT_BUFFER_KB, Tracer
+
+    def leave(signum, _frame):
+        raise SystemExit(128 + signum)
+    old = {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with Tracer(args.sched_trace_kb or DEFAULT_BUFFER_KB) as tracer:
+            yield tracer
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def main(argv=None) -> int:
@@ -214,6 +278,10 @@ def main(argv=None) -> int:
         from .serve import main as serve_main
 
         return serve_main(argv[1:])
+    if argv[:1] == ["sweep"]:  # the idle tail against reader CPU, from a result's variants
+        from .sweep import main as sweep_main
+
+        return sweep_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -230,8 +298,12 @@ def main(argv=None) -> int:
         parser.error(str(e))
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     for q in queues:
-        if q not in ADAPTERS:
-            parser.error(f"unknown queue {q!r}; choose from {', '.join(ADAPTERS)}")
+        try:
+            parse_queue(q)
+        except ValueError as e:
+            parser.error(str(e))
+    if args.sched_trace_kb is not None and args.sched_trace_kb < 64:
+        parser.error("--sched-trace-kb must be >= 64")
     if args.messages is not None and args.messages < 1:
         parser.error("--messages must be >= 1")
     if args.warmup is not None and args.warmup < 0:
@@ -241,9 +313,19 @@ def main(argv=None) -> int:
     for flag, path in (("--json", args.json), ("--plot", args.plot)):
         if path:
             _check_output_path(parser, flag, path)
+    if args.sched_trace and not args.from_json:
+        from .schedtrace import unavailable
+
+        why = unavailable()
+        if why:
+            parser.error(f"--sched-trace: {why}")
+        os.makedirs(args.sched_trace, exist_ok=True)
+        _check_output_path(parser, "--sched-trace", os.path.join(args.sched_trace, "x"))
     missing = _missing_packages(args)
     if missing:
         return fail(PROG, missing_package(missing[0], "bench"))
+    if args.plot:
+        check_plot_format(parser, "--plot", args.plot)
 
     if args.from_json:
         try:
@@ -285,12 +367,14 @@ def main(argv=None) -> int:
         why = make_adapter(q).available()
         if why:
             skipped[q] = why
-            print(f"rdmaq bench: skipping {q}: {why}", file=sys.stderr)
+            print(f"{PROG}: skipping {q}: {why}", file=sys.stderr)
         else:
             usable.append(q)
+    alone = compares_nothing(queues, usable)
+    if alone:
+        print(f"{PROG}: {NO_COMPARISON}", file=sys.stderr)
     if not usable:
-        print("rdmaq bench: no queue to measure", file=sys.stderr)
-        return 1
+        return fail(PROG, "no queue to measure")
 
     subruns = make_subruns(sizes, paces, args)
     result = {
@@ -307,25 +391,30 @@ def main(argv=None) -> int:
         "cdf_q": CDF_Q,
         "cells": [],
     }
-    progress = _progress_factory(sys.stderr)
+    progress = _progress_factory(sys.stderr, args.sched_trace)
     plan = [(rd, att, q) for rd in readers for att in attackers for q in usable]
     failed = 0
     t0 = time.monotonic()
-    for i, (rd, att, q) in enumerate(plan):
-        print(f"rdmaq bench: cell {i + 1}/{len(plan)}: {q}, {rd} readers, cpus {args.cpus}, "
-              f"{att} {args.attacker_policy} attackers"
-              f"{', tokenizer attacker' if args.tokenizer_attacker else ''} "
-              f"({time.monotonic() - t0:.0f} s so far)", file=sys.stderr, flush=True)
-        cell, _ = run_cell(q, rd, cpus, att, args.tokenizer_attacker, subruns, args.idle_window, progress,
-                           attacker_policy=args.attacker_policy)
-        if cell["error"]:
-            failed += 1
-            print(f"rdmaq bench: cell failed: {cell['error']}", file=sys.stderr, flush=True)
-        elif any(s["errors"] for s in cell["subruns"]):
-            failed += 1
-        result["cells"].append(cell)
-        if args.json:  # keep what is measured so far, should a later cell take the run down
-            _write_json(args.json, result)
+    with _sched_tracer(args) as tracer:
+        for i, (rd, att, q) in enumerate(plan):
+            print(f"rdmaq bench: cell {i + 1}/{len(plan)}: {q}, {rd} readers, cpus {args.cpus}, "
+                  f"{att} {args.attacker_policy} attackers"
+                  f"{', tokenizer attacker' if args.tokenizer_attacker else ''} "
+                  f"({time.monotonic() - t0:.0f} s so far)", file=sys.stderr, flush=True)
+            cell, _ = run_cell(q, rd, cpus, att, args.tokenizer_attacker, subruns, args.idle_window,
+                               progress, attacker_policy=args.attacker_policy, tracer=tracer)
+            result["cells"].append(cell)
+            if args.json:  # keep what is measured so far, should a later cell take the run down
+                _write_json(args.json, result)
+            if cell["error"] and not cell["subruns"]:
+                # nothing measured: the queue could not be set up here (a full /dev/shm, ...),
+                # and every later cell would fail the same way
+                return fail(PROG, f"{q} with {rd} readers: {one_line(cell['error'])}")
+            if cell["error"]:
+                failed += 1
+                print(f"{PROG}: cell failed: {one_line(cell['error'])}", file=sys.stderr, flush=True)
+            elif any(s["errors"] for s in cell["subruns"]):
+                failed += 1
     result["machine"]["loadavg_end"] = list(os.getloadavg())
     result["machine"]["time_end"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     result["elapsed_s"] = time.monotonic() - t0
@@ -335,6 +424,8 @@ def main(argv=None) -> int:
         _write_json(args.json, result)
         print(f"# results written to {args.json}", file=sys.stderr)
     finish(result, args)
+    if alone:  # again where it is seen: under the table
+        print(f"{PROG}: {NO_COMPARISON}", file=sys.stderr)
     return 1 if failed else 0
 
 

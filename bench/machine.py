@@ -102,6 +102,77 @@ def recorded_argv(argv: list[str]) -> list[str]:
     return out
 
 
+SCHED_DEBUG = "/sys/kernel/debug/sched"
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def sched_settings() -> dict:
+    """What the kernel's scheduler is set to, where this process may read it: its features
+    (EEVDF's PLACE_LAG, DELAY_DEQUEUE, RUN_TO_PARITY, PREEMPT_SHORT...), base slice,
+    preemption model."""
+    out: dict = {}
+    for name in ("features", "base_slice_ns", "preempt", "migration_cost_ns", "nr_migrate"):
+        v = _read(os.path.join(SCHED_DEBUG, name))
+        out[name] = v if v is not None else "unreadable"
+    for name in ("sched_autogroup_enabled", "sched_child_runs_first", "sched_rt_runtime_us"):
+        v = _read(os.path.join("/proc/sys/kernel", name))
+        if v is not None:
+            out[name] = v
+    out["cmdline"] = _read("/proc/cmdline")
+    cfg = _kernel_config(("CONFIG_HZ", "CONFIG_PREEMPT_DYNAMIC", "CONFIG_PREEMPT_LAZY",
+                          "CONFIG_PREEMPT", "CONFIG_PREEMPT_VOLUNTARY", "CONFIG_PREEMPT_NONE",
+                          "CONFIG_SCHED_AUTOGROUP", "CONFIG_NO_HZ_FULL", "CONFIG_NO_HZ_IDLE"))
+    if cfg:
+        out["config"] = cfg
+    out["cpuidle_driver"] = _read("/sys/devices/system/cpu/cpuidle/current_driver")
+    out["dynamic_preempt"] = _boot_line("Dynamic Preempt:")
+    return out
+
+
+def _boot_line(prefix: str) -> str | None:
+    """The kernel log's line starting with `prefix` (e.g. the preemption model chosen at boot)."""
+    import subprocess
+
+    try:
+        log = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in log.splitlines():
+        i = line.find(prefix)
+        if i >= 0:
+            return line[i + len(prefix):].strip()
+    return None
+
+
+def _kernel_config(names) -> dict:
+    """Options from /boot/config-$(uname -r) (or /proc/config.gz), where present."""
+    import gzip
+
+    text = None
+    try:
+        with open(f"/boot/config-{os.uname().release}") as f:
+            text = f.read()
+    except OSError:
+        try:
+            with gzip.open("/proc/config.gz", "rt") as f:
+                text = f.read()
+        except OSError:
+            return {}
+    out = {}
+    for line in text.splitlines():
+        k, eq, v = line.partition("=")
+        if eq and k in names:
+            out[k] = v
+    return out
+
+
 def describe(label: str | None = None) -> dict:
     uname = platform.uname()
     return {
@@ -118,6 +189,7 @@ def describe(label: str | None = None) -> dict:
         "python": sys.version.split()[0],
         "python_impl": platform.python_implementation(),
         "rdma_devices": sysfs.device_names(),
+        "sched": sched_settings(),
         "versions": versions(),
         "rdmaq_git": _git_commit(),
         "loadavg_start": list(os.getloadavg()),

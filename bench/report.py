@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 BASELINE = "vllm"
+# vLLM as shipped and with its C spin loop: every ratio is against the better of those
+# present in the cell, metric by metric (the ratio records which one it was).
+BASELINES = ("vllm", "vllm-spinloop")
+SHORT = {"vllm": "v", "vllm-spinloop": "s"}
 
 
 def size_label(n: int) -> str:
@@ -56,16 +60,17 @@ def _pct2(v):
     return "-" if v is None else f"{100 * v:.2f}"
 
 
-def _row_head(row, machine) -> str:
+def _row_head(row, machine, w=12) -> str:
     """queue, readers, cpus, attackers, tokenizer: the columns every table starts with."""
-    return (f"{row['queue']:<12}{row['readers']:>3}{cpus_label(row['cpus'], machine):>8}"
+    return (f"{row['queue']:<{w}}{row['readers']:>3}{cpus_label(row['cpus'], machine):>8}"
             f"{row['attackers']:>4}{('y' if row['tokenizer_attacker'] else 'n'):>4}")
 
 
 def format_tables(result: dict) -> str:
     m = result["machine"]
+    w = max([12] + [len(c["queue"]) + 1 for c in result["cells"]])
     lines = []
-    hr = "-" * 136
+    hr = "-" * (124 + w)
     lines.append(hr)
     lines.append(f"# rdmaq bench on {m.get('label') or m.get('hostname')}: {m.get('cpu_model')}, "
                  f"{m.get('cpus_allowed')} cpus, kernel {m.get('kernel')}, python {m.get('python')}, "
@@ -78,11 +83,11 @@ def format_tables(result: dict) -> str:
                  "b2b = back to back (latency includes queueing)")
     lines.append("# send50 = p50 of the writer's send call [us] (serialize, copy, wake readers)")
     lines.append(hr)
-    lines.append(f"{'queue':<12}{'rd':>3}{'cpus':>8}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
+    lines.append(f"{'queue':<{w}}{'rd':>3}{'cpus':>8}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
                  f"{'msgs':>7}{'p50[us]':>10}{'p99[us]':>10}{'p99.9[us]':>11}{'max[us]':>10}"
                  f"{'kmsg/s':>9}{'MB/s':>9}{'rdCPU%':>8}{'wrCPU%':>8}{'send50':>8}")
     for cell in result["cells"]:
-        head = _row_head(cell, m)
+        head = _row_head(cell, m, w)
         if cell.get("error"):
             lines.append(f"{head}  ERROR: {cell['error'].splitlines()[-1][:90]}")
         for s in cell["subruns"]:
@@ -103,7 +108,7 @@ def format_tables(result: dict) -> str:
         idle = cell.get("idle")
         if not idle:
             continue
-        lines.append(f"{_row_head(cell, m)}   reader {_pct2(idle['reader_cpu_frac_early_mean']):>7} / "
+        lines.append(f"{_row_head(cell, m, w)}   reader {_pct2(idle['reader_cpu_frac_early_mean']):>7} / "
                      f"{_pct2(idle['reader_cpu_frac_late_mean']):>7}   writer "
                      f"{_pct2(idle['writer_cpu_frac_early']):>7} / {_pct2(idle['writer_cpu_frac_late']):>7}"
                      f"   (window {idle['window_s']:.1f} s)")
@@ -113,28 +118,34 @@ def format_tables(result: dict) -> str:
         lines.append("# stages of the slowest reader's message, p50 / p99 [us]; waits ended: "
                      "ready / spin / window / woken (all readers)")
         names = ("serialize", "copy_in", "publish", "detect", "copy_out", "deserialize")
-        lines.append(f"{'queue':<12}{'rd':>3}{'cpus':>8}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
+        lines.append(f"{'queue':<{w}}{'rd':>3}{'cpus':>8}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
                      + "".join(f"{n:>16}" for n in names) + "   waits")
         for c, s in staged:
             st = s["stages"]
             how = st.get("how", {})
             rc = s.get("reader_counters") or {}
-            lines.append(f"{_row_head(c, m)}{size_label(s['size']):>7}{pace_label(s['pace_ns']):>6}"
+            lines.append(f"{_row_head(c, m, w)}{size_label(s['size']):>7}{pace_label(s['pace_ns']):>6}"
                          + "".join(f"{st[n]['p50_us']:>8.1f}/{st[n]['p99_us']:<7.1f}" for n in names)
                          + "   " + "/".join(str(how.get(k, 0)) for k in ("ready", "spin", "window", "woken"))
                          + (f"  misses {rc.get('misses', 0)} preempted {rc.get('preempted', 0)} "
-                            f"naps {rc.get('naps', 0)} busy {rc.get('busy', 0)}" if rc else "")
+                            f"naps {rc.get('naps', 0)} busy {rc.get('busy', 0)} settles {rc.get('settles', 0)}"
+                            if rc else "")
                          + "  tail " + "/".join(f"{k}:{v}" for k, v in st.get("tail_how", {}).items()))
     ratios = result.get("ratios") or []
     if ratios:
         lines.append(hr)
-        lines.append(f"# ratios against {BASELINE} from this run (< 1: lower latency than {BASELINE})")
-        lines.append(f"{'queue':<12}{'rd':>3}{'cpus':>8}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
+        lines.append("# ratios against the better vLLM variant of each cell and figure, from this run "
+                     "(< 1: lower latency); v = vllm, s = vllm-spinloop was the better")
+        lines.append(f"{'queue':<{w}}{'rd':>3}{'cpus':>8}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
                      f"{'p50 ratio':>11}{'p99 ratio':>11}{'p99.9 ratio':>13}{'thru ratio':>12}")
         for r in ratios:
-            lines.append(f"{_row_head(r, m)}{size_label(r['size']):>7}{pace_label(r['pace_ns']):>6}"
-                         f"{_f(r['p50_ratio'], '{:.3f}'):>11}{_f(r['p99_ratio'], '{:.3f}'):>11}"
-                         f"{_f(r['p999_ratio'], '{:.3f}'):>13}{_f(r['throughput_ratio'], '{:.3f}'):>12}")
+            vs = r.get("against", {})
+
+            def rat(key, k, r=r, vs=vs):
+                return _f(r[key], "{:.3f}") + SHORT.get(vs.get(k), "")
+            lines.append(f"{_row_head(r, m, w)}{size_label(r['size']):>7}{pace_label(r['pace_ns']):>6}"
+                         f"{rat('p50_ratio', 'p50_us'):>11}{rat('p99_ratio', 'p99_us'):>11}"
+                         f"{rat('p999_ratio', 'p999_us'):>13}{rat('throughput_ratio', 'throughput'):>12}")
     targets = result.get("targets") or []
     if targets:
         lines.append(hr)
@@ -145,32 +156,50 @@ def format_tables(result: dict) -> str:
     return "\n".join(lines)
 
 
+def best_baseline(subs: dict) -> dict:
+    """From {baseline queue: sub-run}, the better value of each figure and whose it is:
+    {'p50_us': (value, queue), ..., 'throughput': (value, queue)}."""
+    best: dict = {}
+    for q, s in subs.items():
+        lm = s.get("latency_max_over_readers") or {}
+        for k in ("p50_us", "p99_us", "p999_us"):
+            v = lm.get(k)
+            if v and (k not in best or v < best[k][0]):
+                best[k] = (v, q)
+        tp = s.get("throughput_msgs_per_s")
+        if tp and ("throughput" not in best or tp > best["throughput"][0]):
+            best["throughput"] = (tp, q)
+    return best
+
+
 def compute_ratios(cells: list[dict]) -> list[dict]:
-    base = {}
+    base: dict = defaultdict(dict)
     for c in cells:
-        if c["queue"] == BASELINE:
+        if c["queue"] in BASELINES:
             for s in c["subruns"]:
-                base[(c["readers"], contention_key(c), s["size"], s["pace_ns"])] = s
+                base[(c["readers"], contention_key(c), s["size"], s["pace_ns"])][c["queue"]] = s
     out = []
     for c in cells:
-        if c["queue"] == BASELINE:
+        if c["queue"] in BASELINES:
             continue
         for s in c["subruns"]:
-            b = base.get((c["readers"], contention_key(c), s["size"], s["pace_ns"]))
-            if not b or not b["latency_max_over_readers"] or not s["latency_max_over_readers"]:
+            b = best_baseline(base.get((c["readers"], contention_key(c), s["size"], s["pace_ns"]), {}))
+            mine = s["latency_max_over_readers"]
+            if not b or not mine:
                 continue
-            mine, theirs = s["latency_max_over_readers"], b["latency_max_over_readers"]
 
-            def ratio(k, mine=mine, theirs=theirs):
-                return mine[k] / theirs[k] if theirs[k] else None
-            tp, btp = s.get("throughput_msgs_per_s"), b.get("throughput_msgs_per_s")
+            def ratio(k, mine=mine, b=b):
+                return mine[k] / b[k][0] if k in b else None
+            tp = s.get("throughput_msgs_per_s")
             out.append({
                 "queue": c["queue"], "readers": c["readers"], "cpus": c["cpus"],
                 "attackers": c["attackers"], "tokenizer_attacker": c["tokenizer_attacker"],
                 "size": s["size"], "pace_ns": s["pace_ns"],
                 "p50_ratio": ratio("p50_us"), "p99_ratio": ratio("p99_us"),
                 "p999_ratio": ratio("p999_us"),
-                "throughput_ratio": (tp / btp) if tp and btp else None,
+                "throughput_ratio": (tp / b["throughput"][0]) if tp and "throughput" in b else None,
+                # which vLLM variant each ratio is against
+                "against": {k: b[k][1] for k in ("p50_us", "p99_us", "p999_us", "throughput") if k in b},
             })
     return out
 
@@ -201,7 +230,7 @@ def evaluate_targets(result: dict) -> list[dict]:
         })
 
     # 2. reader idle CPU < 1% (idle window), and busy-phase reader CPU at the slowest pace
-    for q in ("rdmaq-shm", "rdmaq-verbs", BASELINE):
+    for q in ("rdmaq-shm", "rdmaq-verbs") + BASELINES:
         qc = [c for c in cells if c["queue"] == q and c.get("idle")]
         if not qc:
             continue
@@ -213,9 +242,9 @@ def evaluate_targets(result: dict) -> list[dict]:
         if paced:
             det += f"; between paced messages (pace >= 10 ms) up to {100 * max(paced):.1f}%"
         ok = late < 0.01 and early < 0.01
-        status = ("met" if ok else "missed") if q != BASELINE else "reference"
+        status = ("met" if ok else "missed") if q not in BASELINES else "reference"
         out.append({"name": f"{q} reader idle CPU < 1%", "status": status,
-                    "detail": det, "target_applies": q != BASELINE})
+                    "detail": det, "target_applies": q not in BASELINES})
 
     # 3. uncontended rdmaq-shm p50 <= vllm p50 for 64 B - 40 KB
     rs = [r for r in ratios if r["queue"] == "rdmaq-shm" and r["size"] <= 40 * 1024
@@ -242,25 +271,28 @@ def group_cells(cells):
 
 
 def format_markdown(result: dict) -> str:
-    """Compact Markdown: per reader count and contention, each queue beside vLLM from the same run."""
+    """Compact Markdown: per reader count and contention, each queue beside vLLM's variants from
+    the same run; ratios against the better variant (s: vllm-spinloop was the better)."""
     m = result["machine"]
     out = []
-    queues = [q for q in dict.fromkeys(c["queue"] for c in result["cells"]) if q != BASELINE]
+    queues = [q for q in dict.fromkeys(c["queue"] for c in result["cells"]) if q not in BASELINES]
     for (rd, ck), cells in group_cells(result["cells"]).items():
         by_q = {c["queue"]: c for c in cells}
-        base = by_q.get(BASELINE)
+        bases = [q for q in BASELINES if q in by_q]
         cpus, att, tok = ck
         out.append(f"**TP={rd}, cpus {cpus_label(list(cpus) if cpus else None, m)}, "
                    f"{att} CPU hogs{', tokenizer attacker' if tok else ''}** "
                    f"(max over readers; µs)\n")
-        head = "| bytes | pace | vllm p50 | vllm p99 | vllm rd CPU |"
-        sep = "|---:|---:|---:|---:|---:|"
+        head, sep = "| bytes | pace |", "|---:|---:|"
+        for q in bases:
+            head += f" {q} p50 | {q} p99 | {q} rd CPU |"
+            sep += "---:|---:|---:|"
         for q in queues:
             head += f" {q} p50 | {q} p99 | {q} rd CPU | p50 ratio | p99 ratio |"
             sep += "---:|---:|---:|---:|---:|"
         out += [head, sep]
-        subs = base["subruns"] if base else next(iter(by_q.values()))["subruns"]
-        for s0 in subs:
+        first = by_q[bases[0]] if bases else next(iter(by_q.values()))
+        for s0 in first["subruns"]:
             key = (s0["size"], s0["pace_ns"])
             row = f"| {size_label(key[0])} | {pace_label(key[1])} |"
 
@@ -268,18 +300,24 @@ def format_markdown(result: dict) -> str:
                 if not c:
                     return None
                 return next((s for s in c["subruns"] if (s["size"], s["pace_ns"]) == key), None)
-            b = find(base)
-            bl = (b or {}).get("latency_max_over_readers") or {}
-            row += (f" {_f(bl.get('p50_us'), '{:.0f}')} | {_f(bl.get('p99_us'), '{:.0f}')} |"
-                    f" {_pctcell((b or {}).get('reader_cpu_busy_frac_mean'))} |")
+            subs = {q: find(by_q[q]) for q in bases}
+            best = best_baseline({q: v for q, v in subs.items() if v})
+            for q in bases:
+                b = subs[q] or {}
+                bl = b.get("latency_max_over_readers") or {}
+                row += (f" {_f(bl.get('p50_us'), '{:.0f}')} | {_f(bl.get('p99_us'), '{:.0f}')} |"
+                        f" {_pctcell(b.get('reader_cpu_busy_frac_mean'))} |")
             for q in queues:
                 s = find(by_q.get(q))
                 sl = (s or {}).get("latency_max_over_readers") or {}
-                r50 = sl["p50_us"] / bl["p50_us"] if sl and bl else None
-                r99 = sl["p99_us"] / bl["p99_us"] if sl and bl else None
+
+                def rat(k, sl=sl, best=best):
+                    if not sl or k not in best:
+                        return "-"
+                    return f"{sl[k] / best[k][0]:.2f}" + (" s" if best[k][1] == "vllm-spinloop" else "")
                 row += (f" {_f(sl.get('p50_us'), '{:.0f}')} | {_f(sl.get('p99_us'), '{:.0f}')} |"
                         f" {_pctcell((s or {}).get('reader_cpu_busy_frac_mean'))} |"
-                        f" {_f(r50, '{:.2f}')} | {_f(r99, '{:.2f}')} |")
+                        f" {rat('p50_us')} | {rat('p99_us')} |")
             out.append(row)
         idle = " · ".join(
             f"{c['queue']} {_pct2(c['idle']['reader_cpu_frac_early_mean'])}% / "

@@ -11,10 +11,11 @@ blocking receive.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import time
 from multiprocessing.connection import wait as mp_wait
+
+from rdmaq.cli import quiet_spawn_context
 
 from . import proc
 from .queues import make_adapter
@@ -103,9 +104,12 @@ def _psutil_cpu_s(pid):
 
 
 def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_s, progress,
-             attacker_policy="normal"):
-    """Return the cell's figures (JSON-ready) and, per sub-run, max-over-readers latencies (ns)."""
-    ctx = mp.get_context("spawn")
+             attacker_policy="normal", tracer=None):
+    """Return the cell's figures (JSON-ready) and, per sub-run, max-over-readers latencies (ns).
+
+    With a tracer (schedtrace.Tracer), each sub-run is traced and the trace read against its
+    messages: figures["sched_trace"]."""
+    ctx = quiet_spawn_context()  # Ctrl-C reaches the parent alone, which ends the children
     adapter = make_adapter(queue)
     cell = {
         "queue": queue,
@@ -154,7 +158,12 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
 
         att_pids = [h.pid for h in hogs] + ([tok.process.pid] if tok else [])
         att_cpu0, att_t0 = _cpu_s(att_pids), time.monotonic()
+        roles = {"writer": writer.pid, "readers": [r.pid for r in readers],
+                 "hogs": [h.pid for h in hogs], "tok": tok.process.pid if tok else None,
+                 "bench": os.getpid()}
         for k, sub in enumerate(subruns):
+            if tracer:
+                tracer.start()
             for r in readers:
                 r.conn.send(("run", sub))
             writer.conn.send(("run", sub))
@@ -163,6 +172,11 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
             figures, lat_max = analyze(wres, rres)
             figures = {"size": sub["size"], "pace_ns": sub["pace_ns"], "warmup": sub["warmup"],
                        **figures}
+            if tracer:
+                from .schedtrace import analyze_subrun
+
+                text, lost = tracer.stop()
+                figures["sched_trace"] = analyze_subrun(text, lost, wres, rres, roles)
             if figures.get("throughput_msgs_per_s"):
                 figures["throughput_MB_per_s"] = figures["throughput_msgs_per_s"] * sub["size"] / 1e6
             cell["subruns"].append(figures)
@@ -213,6 +227,7 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
         cell["error"] = f"harness error: {e!r}\n{traceback.format_exc()}"
     finally:
         children = [p.process for p in peers] + hogs + ([tok.process] if tok else [])
+        children = [c for c in children if c.pid is not None]  # not those Ctrl-C kept from starting
         for c in children:
             if c.is_alive():
                 c.terminate()

@@ -1,18 +1,28 @@
-"""``rdmaq bench serve``: vLLM serving latency with ``--distributed-ipc shm`` and ``rdmaq``.
+"""``rdmaq bench serve``: vLLM serving latency with each MessageQueue, idle and under CPU contention.
 
-Starts one ``vllm serve MODEL -tp 2`` per queue (both stay up for the whole sweep, one idle
-while the other is measured) and drives them in turn with vLLM's own client, ``vllm bench
-serve`` (random dataset, fixed seed, Poisson arrivals at a fixed rate, bounded concurrency).
-Each contention setting (bench/serve_attack.py) starts its attackers once, then alternates the
-queues run by run (ABAB..., the next setting BABA...). Per run it keeps the client's raw JSON
-and records the server processes' CPU time over the client's main run, and the queue's share of
-a step (bench/steptime.py, bench/serve_steps.py). Servers stop with SIGTERM, then SIGKILL after
-a grace period; what vLLM leaves in /dev/shm and its TMPDIR is removed and reported.
+Starts one ``vllm serve`` per queue (``--distributed-ipc shm``; ``shm`` with vLLM's C spin loop,
+``VLLM_USE_SPINLOOP_EXT=1``; ``--distributed-ipc rdmaq``). All stay up for the whole sweep, the
+others idle while one is measured (vLLM's and rdmaq's readers stop spinning once no message
+comes: each run records every server's CPU time, the idle ones' included). They are driven in
+turn with vLLM's own client, ``vllm bench serve`` (random dataset, fixed seed, Poisson arrivals
+at a fixed rate, bounded concurrency). Each contention setting (bench/serve_attack.py) starts
+its attackers once, then alternates the queues run by run (bench/serve_plan.py). Per run it
+keeps the client's raw JSON and records the server processes' CPU time over the client's main
+run, and the queue's share of a step (bench/steptime.py, bench/serve_steps.py). Servers stop
+with SIGTERM, then SIGKILL after a grace period; what vLLM leaves in /dev/shm and its TMPDIR is
+removed and reported.
+
+Two kinds of machine: ``--device cpu`` (a CPU build of vLLM, TP=2, a tiny model) and ``--device
+cuda`` (a CUDA build, TP = the GPUs, ``--distributed-executor-backend mp`` so the EngineCore talks
+to its workers through the MessageQueue even at TP=1, a model of Llama 3.2 1B's shapes, CUDA
+graphs for decode steps). A sweep can be cut into parts that each end before a deadline
+(``--deadline``, ``--keep-servers``, ``--resume``), the servers staying up in between.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -25,13 +35,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import machine, serve_attack
+from rdmaq.cli import ArgumentParser, fail, missing_package
+
+from . import machine, serve_attack, serve_plan
+from .cli import check_plot_format
+from .queues import parse_variant
+from .serve_client import BenchClient
+from .serve_plan import (
+    base_queue,
+    order_for,  # noqa: F401  (the run order, tested through this module)
+)
 from .serve_server import ServerError, VllmServer
 
 SCHEMA = "rdmaq-bench-serve/1"
-QUEUES = ("shm", "rdmaq")
+QUEUES = ("shm", "shm-spinloop", "rdmaq")
+IPC = {"shm": "shm", "shm-spinloop": "shm", "rdmaq": "rdmaq"}  # --distributed-ipc of each queue
+QUEUE_ENV = {"shm-spinloop": {"VLLM_USE_SPINLOOP_EXT": "1"}}
+SPINLOOP_FAILED = "spinloop extension could not be loaded"  # vLLM's warning when it falls back
 MAIN_LINE = "Starting main benchmark run"
 RESULT_LINE = "Serving Benchmark Result"
+EXIT_INCOMPLETE = 3  # a part of a sweep ended at its deadline: --resume runs the rest
 # metric name in our tables -> key in vllm bench serve's JSON
 METRICS = {
     "tpot_p50_ms": "p50_tpot_ms", "tpot_p99_ms": "p99_tpot_ms",
@@ -42,44 +65,103 @@ METRICS = {
     "output_tok_s": "output_throughput", "request_s": "request_throughput",
     "completed": "completed", "failed": "failed", "duration_s": "duration",
 }
+# Per machine kind. CPU: 6 req/s x 64 tokens on the 2-core machine: a step every ~3 ms, and
+# output tok/s met the offered 384 in 10 of 12 shake-down runs, so busy but not saturated.
+# GPU: 12 req/s x 128 tokens, at most 16 in flight, on a 1B model: decode batches of up to 16,
+# and 96 requests (8 s) per run so that 5 settings x 3 queues x 3 runs fit in about 8 minutes.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "cpu": {"queues": "shm,rdmaq", "settings": ",".join(serve_attack.DEFAULT_SETTINGS),
+            "rate": 6.0, "concurrency": 6, "num_prompts": 120, "input_len": 32, "output_len": 64,
+            "max_model_len": 256, "client": "spawn", "model_shape": "tiny"},
+    "cuda": {"queues": ",".join(QUEUES), "settings": "idle,hogs,hogs-schedidle,tok,tok-nopar",
+             "rate": 12.0, "concurrency": 16, "num_prompts": 96, "input_len": 128,
+             "output_len": 128, "max_model_len": 512, "client": "persistent",
+             "model_shape": "llama-3.2-1b"},
+}
+PROFILES = {
+    "graphs": "no torch.compile, full CUDA graphs for decode-only steps (prefills eager)",
+    "eager": "--enforce-eager: no torch.compile, no CUDA graphs",
+    "compile": "vLLM's defaults (torch.compile and piecewise + full CUDA graphs)",
+}
+
+
+PROG = "rdmaq bench serve"
+
+
+def queue_env(queue: str) -> dict[str, str]:
+    """The server environment a queue (or a variant of one) adds."""
+    base, extra = parse_variant(queue, QUEUES)
+    return {**QUEUE_ENV.get(base, {}), **extra}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="rdmaq bench serve",
+    p = ArgumentParser(
+        prog=PROG,
+        formatter_class=argparse.HelpFormatter,  # the help texts name their defaults
         description="vLLM serving latency (TPOT, ITL, TTFT, output tok/s from `vllm bench serve`) "
-                    "with --distributed-ipc shm and rdmaq, TP=2, idle and under CPU contention.")
+                    "with each MessageQueue (shm, shm + vLLM's spin-loop extension, rdmaq), idle "
+                    "and under CPU contention. Defaults marked cpu/cuda depend on --device.")
     p.add_argument("--out", default=None,
                    help="output directory (default: ./serve-bench-<date>); results.json, "
                         "summary.md, serve.png, raw/ (each run's vllm bench serve JSON), logs/")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="the vLLM build's device (default: cuda where torch sees a GPU)")
     p.add_argument("--model", default=None,
-                   help="model directory (default: a tiny random-weight Llama made in OUT/model by "
-                        "tests/vllm/make_tiny_llama.py of this source tree)")
+                   help="model directory (default: a random-weight Llama of --model-shape made in "
+                        "OUT/model by tests/vllm/make_tiny_llama.py of this source tree)")
+    p.add_argument("--model-shape", choices=["tiny", "llama-3.2-1b"], default=None,
+                   help="the model made when --model is not given (cpu: tiny, cuda: llama-3.2-1b)")
     p.add_argument("--vllm", default=None, help="the vllm CLI (default: beside this Python, else PATH)")
-    p.add_argument("--queues", default=",".join(QUEUES), help="default %(default)s")
-    p.add_argument("--settings", default=",".join(serve_attack.DEFAULT_SETTINGS),
-                   help=f"comma list from {', '.join(serve_attack.SETTINGS)} (default: all)")
+    p.add_argument("--tp", type=int, default=None,
+                   help="tensor-parallel size (cpu: 2; cuda: the GPUs torch sees)")
+    p.add_argument("--queues", default=None, help=f"comma list from {', '.join(QUEUES)} "
+                   "(cpu: shm,rdmaq; cuda: all); QUEUE@NAME=VALUE[@...] runs a queue's server "
+                   "with more environment, e.g. rdmaq@RDMAQ_BUSY_SPIN_US=2000")
+    p.add_argument("--settings", default=None,
+                   help=f"comma list from {', '.join(serve_attack.SETTINGS)} (cpu: all; cuda: all "
+                        "but tok-schedidle)")
     p.add_argument("--runs", type=int, default=3, help="runs per queue and setting (default %(default)s)")
     p.add_argument("--hogs", type=int, default=None,
                    help="CPU hogs in the hogs settings (default: one per allowed CPU)")
-    # 6 req/s x 64 tokens on the 2-core machine: a step every ~3 ms, and output tok/s met
-    # the offered 384 in 10 of 12 shake-down runs (the other two under a load average of
-    # 18-30 from other users), so busy but not saturated
-    p.add_argument("--rate", type=float, default=6.0, help="requests/s, Poisson (default %(default)s)")
-    p.add_argument("--concurrency", type=int, default=6,
-                   help="most requests in flight (default %(default)s)")
-    p.add_argument("--num-prompts", type=int, default=120,
-                   help="requests per run: 20 s at the default rate (default %(default)s)")
-    p.add_argument("--input-len", type=int, default=32, help="prompt tokens (default %(default)s)")
-    p.add_argument("--output-len", type=int, default=64,
-                   help="output tokens, EOS ignored (default %(default)s)")
-    p.add_argument("--max-model-len", type=int, default=256, help="default %(default)s")
+    p.add_argument("--rate", type=float, default=None, help="requests/s, Poisson (cpu 6, cuda 12)")
+    p.add_argument("--concurrency", type=int, default=None,
+                   help="most requests in flight (cpu 6, cuda 16)")
+    p.add_argument("--num-prompts", type=int, default=None, help="requests per run (cpu 120, cuda 96)")
+    p.add_argument("--input-len", type=int, default=None, help="prompt tokens (cpu 32, cuda 128)")
+    p.add_argument("--output-len", type=int, default=None,
+                   help="output tokens, EOS ignored (cpu 64, cuda 128)")
+    p.add_argument("--max-model-len", type=int, default=None, help="cpu 256, cuda 512")
     p.add_argument("--seed", type=int, default=0, help="dataset seed (default %(default)s)")
+    g = p.add_argument_group("GPU servers (--device cuda)")
+    g.add_argument("--profile", choices=sorted(PROFILES), default="graphs",
+                   help="; ".join(f"{k}: {v}" for k, v in PROFILES.items()) + " (default %(default)s)")
+    g.add_argument("--max-num-seqs", type=int, default=None,
+                   help="the server's batch limit, also the largest CUDA graph (default: --concurrency)")
+    g.add_argument("--gpu-memory-utilization", type=float, default=0.2,
+                   help="each server's share of the GPU, so that all fit at once (default %(default)s)")
+    g.add_argument("--kv-cache-gib", type=float, default=4.0,
+                   help="each server's KV cache, fixed so that servers starting together do not "
+                        "size it from each other's allocations (default %(default)s)")
+    g.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                   help="one more `vllm serve` argument (repeatable), e.g. --server-arg=--seed=1")
+    p.add_argument("--client", choices=["spawn", "persistent"], default=None,
+                   help="spawn: a `vllm bench serve` process per run; persistent: one process that "
+                        "imports vLLM's client once and runs each run's arguments (cpu: spawn, "
+                        "cuda: persistent)")
     p.add_argument("--start-timeout", type=float, default=600, help="seconds (default %(default)s)")
     p.add_argument("--stop-grace", type=float, default=30,
                    help="seconds between SIGTERM and SIGKILL (default %(default)s)")
     p.add_argument("--client-timeout", type=float, default=None,
-                   help="seconds per client run (default: 5 x num-prompts / rate + 300)")
+                   help="seconds per client run (cpu: 5 x num-prompts / rate + 300; "
+                        "cuda: 3 x num-prompts / rate + 60)")
+    p.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                   help="start no run that would end later than this after the start (the rest: "
+                        "--resume); exit status 3 when runs are left")
+    p.add_argument("--keep-servers", action="store_true",
+                   help="leave the servers running when runs are left (OUT/servers.json), for --resume")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the sweep in OUT (its results.json, with its settings: the "
+                        "workload options are taken from there), reusing the servers it left")
     p.add_argument("--no-step-timing", action="store_true",
                    help="do not time the MessageQueue calls in the server (no queue share)")
     p.add_argument("--keep-step-timing", action="store_true",
@@ -89,6 +171,38 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not run: print the tables (and write the plot) of an earlier results.json")
     p.add_argument("--plot", default=None, help="plot file (default: OUT/serve.png)")
     return p
+
+
+def detect_device() -> str:
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:
+        return "cpu"
+
+
+def gpu_count() -> int:
+    try:
+        import torch
+
+        return max(1, torch.cuda.device_count())
+    except Exception:
+        return 1
+
+
+def resolve(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill in the defaults that depend on the device."""
+    if args.device == "auto":
+        args.device = detect_device()
+    for key, value in DEFAULTS[args.device].items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    if args.tp is None:
+        args.tp = 2 if args.device == "cpu" else gpu_count()
+    if args.max_num_seqs is None:
+        args.max_num_seqs = args.concurrency
+    return args
 
 
 def find_vllm(explicit: str | None) -> str:
@@ -106,8 +220,8 @@ def find_vllm(explicit: str | None) -> str:
     return found
 
 
-def make_model(out: Path) -> Path:
-    """The tiny Llama of tests/vllm/make_tiny_llama.py (needs a source checkout)."""
+def make_model(out: Path, shape: str = "tiny", device: str = "cpu") -> Path:
+    """A random-weight Llama of tests/vllm/make_tiny_llama.py (needs a source checkout)."""
     model = out / "model"
     if (model / "config.json").exists():
         return model
@@ -115,28 +229,58 @@ def make_model(out: Path) -> Path:
     if not script.exists():
         raise SystemExit("rdmaq bench serve: tests/vllm/make_tiny_llama.py not found (installed "
                          "without a source tree); make a model with it and give --model DIR")
-    r = subprocess.run([sys.executable, str(script), str(model)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, str(script), str(model), "--shape", shape,
+                        "--device", device], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"rdmaq bench serve: making the model failed:\n{r.stderr[-3000:]}")
     return model
 
 
-def server_env(steptime_dir: Path | None, stats_dir: Path) -> dict:
+def capture_sizes(max_num_seqs: int) -> list[int]:
+    """CUDA graph batch sizes: 1, 2, 4, then every 8 up to the batch limit (and the limit)."""
+    sizes = [s for s in (1, 2, 4) if s < max_num_seqs] + list(range(8, max_num_seqs, 8))
+    return sizes + [max_num_seqs]
+
+
+def server_args(cfg: dict) -> list[str]:
+    """`vllm serve` arguments after the model and -tp (cfg: results.json's config)."""
+    if cfg["device"] == "cpu":
+        return ["--enforce-eager", *cfg.get("server_args", [])]
+    args = ["--distributed-executor-backend", "mp", "--max-num-seqs", str(cfg["max_num_seqs"]),
+            "--gpu-memory-utilization", f"{cfg['gpu_memory_utilization']:g}",
+            "--kv-cache-memory-bytes", str(int(cfg["kv_cache_gib"] * 2**30))]
+    if cfg["profile"] == "graphs":
+        sizes = ",".join(map(str, capture_sizes(cfg["max_num_seqs"])))
+        args += ["-cc.mode=0", "-cc.cudagraph_mode=FULL_DECODE_ONLY",
+                 f"-cc.cudagraph_capture_sizes=[{sizes}]"]
+    elif cfg["profile"] == "eager":
+        args.append("--enforce-eager")
+    return args + list(cfg.get("server_args", []))
+
+
+def server_env(queue: str, device: str, steptime_dir: Path | None, stats_dir: Path) -> dict:
     env = dict(os.environ)
     for k in ("VLLM_DISTRIBUTED_IPC", "VLLM_PLUGINS", "RDMAQ_VLLM_STATS_DIR",
-              "RDMAQ_BENCH_STEPTIME_DIR", "TOKENIZERS_PARALLELISM"):
+              "RDMAQ_BENCH_STEPTIME_DIR", "TOKENIZERS_PARALLELISM", "VLLM_USE_SPINLOOP_EXT"):
         env.pop(k, None)
-    cpus = sorted(os.sched_getaffinity(0))
     env.update(
-        VLLM_CPU_KVCACHE_SPACE="1",
-        # one OMP binding per TP worker (vLLM refuses to start TP=2 on CPU without them)
-        VLLM_CPU_OMP_THREADS_BIND=os.environ.get(
-            "VLLM_CPU_OMP_THREADS_BIND", f"{cpus[0]}|{cpus[1 % len(cpus)]}"),
         VLLM_HOST_IP="127.0.0.1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
         VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
         # rdmaq's queue counters (spins, sleeps, wake-ups); rewritten every 5 s at most
         RDMAQ_VLLM_STATS_DIR=str(stats_dir), RDMAQ_VLLM_STATS_INTERVAL="5",
     )
+    if device == "cpu":
+        cpus = sorted(os.sched_getaffinity(0))
+        env.update(
+            VLLM_CPU_KVCACHE_SPACE="1",
+            # one OMP binding per TP worker (vLLM refuses to start TP=2 on CPU without them)
+            VLLM_CPU_OMP_THREADS_BIND=os.environ.get(
+                "VLLM_CPU_OMP_THREADS_BIND", f"{cpus[0]}|{cpus[1 % len(cpus)]}"))
+    else:
+        # FlashInfer is not installed on the GPU machine (docs/benchmarks.md): the sampler's
+        # top-k/top-p step takes PyTorch's path (the benchmark's requests use neither)
+        env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    env.update(queue_env(queue))
     if steptime_dir is not None:
         env["RDMAQ_BENCH_STEPTIME_DIR"] = str(steptime_dir)
     return env
@@ -165,18 +309,51 @@ def warm_up(server: VllmServer, model: Path, n: int = 4) -> None:
     for t in ts:
         t.join()
     if errors:
-        raise ServerError(f"warm-up request to {server.ipc} failed: {errors[0]}")
+        raise ServerError(f"warm-up request to {server.name} failed: {errors[0]}")
 
 
 class StepTimer:
-    """Asks a server's processes to write their MessageQueue stamps, waits until they have."""
+    """Asks a server's processes to write their MessageQueue stamps, waits until they have.
+    A flush just before each run (``baseline``) gives the cumulative per-thread scheduler
+    statistics and rdmaq counters that the run's own flush is compared with."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, keep: bool = False):
         self.dir = directory
+        self.keep = keep  # keep the generation files (--keep-step-timing)
         self.gen = 0
+        self.base: list[dict] | None = None
+        try:  # a resumed sweep goes on from the last generation asked for
+            self.gen = int((directory / "request").read_text().strip() or 0)
+        except (OSError, ValueError):
+            pass
+
+    def baseline(self, timeout: float = 30) -> None:
+        """Flush now (what came before the run, out of its stamps) and keep the counters."""
+        files = self._flush(timeout)
+        self.base = files if isinstance(files, list) else None
+        if not self.keep:
+            self.drop_generation()
 
     def collect(self, t_start: int, t_end: int, timeout: float = 60) -> dict:
-        from .serve_steps import analyze, load_generation, registered_pids
+        from .serve_steps import analyze, ring_deltas, thread_deltas
+
+        files = self._flush(timeout)
+        if isinstance(files, dict):
+            if not self.keep:
+                self.drop_generation()
+            return files
+        out = analyze(files, t_start, t_end) | {"processes": len(files)}
+        if self.base is not None:
+            out["threads"] = thread_deltas(self.base, files)
+            out["rdmaq_counters"] = ring_deltas(self.base, files)
+        self.base = None
+        if not self.keep:
+            self.drop_generation()
+        return out
+
+    def _flush(self, timeout: float) -> list[dict] | dict:
+        """A new generation from every live server process: its files, or {"error": ...}."""
+        from .serve_steps import load_generation, registered_pids
 
         self.gen += 1
         req = self.dir / "request"
@@ -191,13 +368,42 @@ class StepTimer:
                 break
             if time.monotonic() > deadline:
                 return {"error": f"no step timing from pids {missing} after {timeout:.0f} s"}
-            time.sleep(0.1)
-        files = load_generation(self.dir, self.gen)
-        return analyze(files, t_start, t_end) | {"processes": len(files)}
+            time.sleep(0.05)
+        return load_generation(self.dir, self.gen)
 
     def drop_generation(self) -> None:
         for p in self.dir.glob(f"g{self.gen}-*.json"):
             p.unlink()
+
+
+def spinloop_state(steptime_dir: Path) -> dict[str, Any]:
+    """Process title -> whether vLLM's spin-loop extension is on there (steptime's records of
+    the processes that made a MessageQueue)."""
+    out = {}
+    for p in sorted(steptime_dir.glob("pid-*")):
+        try:
+            rec = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        out[f"{rec.get('title')} ({rec.get('pid')})"] = rec.get("spinloop")
+    return out
+
+
+def check_spinloop(queue: str, srv: VllmServer, steptime_dir: Path | None) -> dict[str, Any]:
+    """For the shm-spinloop server: the extension loaded in every process with a queue (vLLM
+    only warns and spins in Python when it does not: the run would be plain shm)."""
+    state = spinloop_state(steptime_dir) if steptime_dir is not None else {}
+    if base_queue(queue) != "shm-spinloop":
+        return state
+    try:
+        log = srv.log_path.read_text(errors="replace")
+    except OSError:
+        log = ""
+    off = [k for k, v in state.items() if v is not True]
+    if SPINLOOP_FAILED in log or off:
+        raise ServerError(f"VLLM_USE_SPINLOOP_EXT=1 but vLLM's spin-loop extension is off in "
+                          f"{off or 'a process (its log says so)'}: {srv.log_path}")
+    return state
 
 
 def cpu_delta(a: dict, b: dict) -> dict:
@@ -213,56 +419,51 @@ def extract_metrics(raw: dict) -> dict:
     return {ours: raw.get(theirs) for ours, theirs in METRICS.items()}
 
 
-def run_client(args, vllm: str, model: Path, server: VllmServer, other: VllmServer | None,
-               attackers, raw_dir: Path, name: str, log_dir: Path, tmpdir: str) -> dict:
-    """One `vllm bench serve` run against ``server``; CPU snapshots at its main run's start/end."""
-    cmd = [vllm, "bench", "serve", "--backend", "vllm", "--base-url", server.base_url,
-           "--model", str(model), "--tokenizer", str(model),
-           "--dataset-name", "random", "--random-input-len", str(args.input_len),
-           "--random-output-len", str(args.output_len), "--ignore-eos",
-           "--num-prompts", str(args.num_prompts), "--request-rate", str(args.rate),
-           "--max-concurrency", str(args.concurrency), "--seed", str(args.seed),
-           "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-           "--disable-tqdm", "--save-result", "--result-dir", str(raw_dir),
-           "--result-filename", f"{name}.json",
-           "--metadata", f"distributed_ipc={server.ipc}", f"run={name}"]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", TMPDIR=tmpdir)
-    for k in ("RDMAQ_BENCH_STEPTIME_DIR", "RDMAQ_VLLM_STATS_DIR", "VLLM_DISTRIBUTED_IPC"):
-        env.pop(k, None)
+def client_argv(cfg: dict, model: Path, server: VllmServer, raw_dir: Path, name: str) -> list[str]:
+    """`vllm bench serve` arguments of one run."""
+    return ["--backend", "vllm", "--base-url", server.base_url,
+            "--model", str(model), "--tokenizer", str(model),
+            "--dataset-name", "random", "--random-input-len", str(cfg["input_len"]),
+            "--random-output-len", str(cfg["output_len"]), "--ignore-eos",
+            "--num-prompts", str(cfg["num_prompts"]), "--request-rate", str(cfg["rate"]),
+            "--max-concurrency", str(cfg["concurrency"]), "--seed", str(cfg["seed"]),
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+            "--disable-tqdm", "--save-result", "--result-dir", str(raw_dir),
+            "--result-filename", f"{name}.json",
+            "--metadata", f"distributed_ipc={server.ipc}", f"queue={server.name}", f"run={name}"]
+
+
+def run_client(cfg: dict, client: BenchClient, model: Path, server: VllmServer,
+               servers: dict[str, VllmServer], attackers, raw_dir: Path, name: str,
+               log_dir: Path, timeout: float) -> dict:
+    """One `vllm bench serve` run against ``server``; CPU snapshots of every server (and the
+    attackers) at its main run's start and end."""
+    argv = client_argv(cfg, model, server, raw_dir, name)
     marks: dict = {}
 
     def mark(tag):
-        marks[tag] = {"t": time.monotonic_ns(), "cpu": server.cpu_snapshot(),
-                      "other": other.cpu_snapshot() if other else {},
+        marks[tag] = {"t": time.monotonic_ns(),
+                      "cpu": {q: s.cpu_snapshot() for q, s in servers.items()},
                       "att": attackers.cpu_seconds() if attackers else 0.0}
 
     raw_path = raw_dir / f"{name}.json"
     if raw_path.exists():
         raw_path.unlink()
-    limit = args.client_timeout or (5 * args.num_prompts / args.rate + 300)
-    record: dict[str, Any] = {"loadavg_before": list(os.getloadavg()), "cmd": cmd}
+    record: dict[str, Any] = {"loadavg_before": list(os.getloadavg()),
+                              "cmd": client.command(argv), "client": client.mode}
     with open(log_dir / f"client-{name}.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=env, start_new_session=True)
-        timer = threading.Timer(limit, lambda: _kill_group(proc))
-        timer.start()
-        assert proc.stdout is not None  # stdout=PIPE
-        try:
-            for line in proc.stdout:
-                log.write(line)
-                if MAIN_LINE in line and "main" not in marks:
-                    mark("main")
-                elif RESULT_LINE in line and "result" not in marks:
-                    mark("result")
-            proc.wait()
-        finally:
-            timer.cancel()
-            _kill_group(proc)
+        def on_line(line: str) -> None:
+            log.write(line)
+            if MAIN_LINE in line and "main" not in marks:
+                mark("main")
+            elif RESULT_LINE in line and "result" not in marks:
+                mark("result")
+
+        rc = client.run(argv, on_line, timeout)
     record["loadavg_after"] = list(os.getloadavg())
-    record["client_rc"] = proc.returncode
-    if proc.returncode != 0 or not raw_path.exists() or "main" not in marks or "result" not in marks:
-        record["error"] = (f"vllm bench serve exited with {proc.returncode}"
+    record["client_rc"] = rc
+    if rc != 0 or not raw_path.exists() or "main" not in marks or "result" not in marks:
+        record["error"] = (f"vllm bench serve exited with {rc}"
                            + ("" if raw_path.exists() else ", no result file")
                            + ("" if "result" in marks else ", no result printed")
                            + f" (log: logs/client-{name}.log)")
@@ -270,34 +471,18 @@ def run_client(args, vllm: str, model: Path, server: VllmServer, other: VllmServ
     with open(raw_path) as f:
         raw = json.load(f)
     a, b = marks["main"], marks["result"]
+    by_server = {q: cpu_delta(a["cpu"][q], b["cpu"][q]) for q in servers}
     record["raw"] = f"raw/{name}.json"
     record["metrics"] = extract_metrics(raw)
     record["window_s"] = round((b["t"] - a["t"]) / 1e9, 3)
-    record["cpu_s"] = cpu_delta(a["cpu"], b["cpu"])
+    record["cpu_s"] = by_server[server.name]
     record["worker_cpu_s"] = round(sum(v for k, v in record["cpu_s"].items() if k.startswith("worker")), 3)
-    record["idle_server_cpu_s"] = round(sum(cpu_delta(a["other"], b["other"]).values()), 3)
+    record["server_cpu_s"] = by_server
+    record["idle_server_cpu_s"] = round(sum(sum(v.values()) for q, v in by_server.items()
+                                            if q != server.name), 3)
     record["attacker_cpu_s"] = round(b["att"] - a["att"], 3)
     record["t_ns"] = [a["t"], b["t"]]
     return record
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def order_for(setting_index: int, queues: list[str], runs: int) -> list[tuple[str, int]]:
-    """Alternate the queues run by run; every other setting starts with the other queue."""
-    n = len(queues)
-    seq, count = [], {q: 0 for q in queues}
-    for j in range(n * runs):
-        q = queues[(setting_index + j) % n]
-        seq.append((q, count[q]))
-        count[q] += 1
-    return seq
 
 
 def _write_json(path: Path, obj) -> None:
@@ -319,101 +504,270 @@ def _rdmaq_stats(stats_dir: Path) -> list[dict]:
     return out
 
 
-def sweep(args, vllm: str, model: Path, out: Path, queues: list[str], settings: list[str]) -> dict:
+def client_timeout(args) -> float:
+    """A run's time limit: generous on a 2-core CPU; on a GPU short enough that a hung run
+    leaves a part of a sweep (serve_plan.py) time for the rest."""
+    if args.device == "cpu":
+        return 5 * args.num_prompts / args.rate + 300
+    return 3 * args.num_prompts / args.rate + 60
+
+
+def config_of(args, vllm: str, model: Path, queues: list[str], settings: list[str]) -> dict:
+    """results.json's config: everything a later part (--resume) needs to go on."""
+    n_hogs = args.hogs if args.hogs is not None else len(os.sched_getaffinity(0))
+    cfg = {"queues": queues, "settings": settings, "runs": args.runs, "hogs": n_hogs,
+           "rate": args.rate, "concurrency": args.concurrency,
+           "num_prompts": args.num_prompts, "input_len": args.input_len,
+           "output_len": args.output_len, "max_model_len": args.max_model_len,
+           "seed": args.seed, "model": str(model), "vllm": vllm, "tp": args.tp,
+           "device": args.device, "client": args.client,
+           "setting_desc": {s: serve_attack.describe(s, n_hogs) for s in settings},
+           "step_timing": not args.no_step_timing,
+           "client_timeout": args.client_timeout or client_timeout(args)}
+    if args.device == "cuda":
+        cfg |= {"profile": args.profile, "profile_desc": PROFILES[args.profile],
+                "max_num_seqs": args.max_num_seqs,
+                "gpu_memory_utilization": args.gpu_memory_utilization,
+                "kv_cache_gib": args.kv_cache_gib, "server_args": list(args.server_arg)}
+    elif args.server_arg:
+        cfg["server_args"] = list(args.server_arg)
+    return cfg
+
+
+def serve_command(cfg: dict, queue: str = "rdmaq") -> list[str]:
+    """`vllm serve` arguments (after `serve`) of one of the sweep's servers, without host/port."""
+    return [cfg["model"], "-tp", str(cfg["tp"]), "--distributed-ipc", IPC[base_queue(queue)],
+            *server_args(cfg), "--max-model-len", str(cfg["max_model_len"])]
+
+
+def new_result(args, vllm: str, model: Path, queues: list[str], settings: list[str]) -> dict:
+    m = machine.describe(args.label)
+    if args.device == "cuda":
+        m["gpus"] = describe_gpus()
+    return {"schema": SCHEMA, "argv": machine.recorded_argv(sys.argv[1:]),
+            "config": config_of(args, vllm, model, queues, settings),
+            "machine": m, "servers": {}, "parts": [], "runs": []}
+
+
+def describe_gpus() -> list[str]:
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                            "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        return [line.strip() for line in r.stdout.splitlines() if line.strip()]
+    except (OSError, subprocess.SubprocessError):
+        return []
+
+
+class Sweep:
+    """One part of a sweep: its servers, its client, and the runs it has time for."""
+
+    def __init__(self, args, result: dict, out: Path):
+        self.args, self.result, self.out = args, result, out
+        self.cfg = result["config"]
+        self.model = Path(self.cfg["model"])
+        self.servers: dict[str, VllmServer] = {}
+        self.timers: dict[str, StepTimer] = {}
+        self.t0 = time.monotonic()
+        self.part: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                     "deadline_s": args.deadline, "runs": 0}
+        result["parts"].append(self.part)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def _dirs(self, q: str) -> tuple[Path | None, Path]:
+        st_dir = None if not self.cfg["step_timing"] else self.out / f"steptime-{q}"
+        return st_dir, self.out / f"rdmaq-stats-{q}"
+
+    def start_servers(self, previous: dict) -> None:
+        """Attach to the servers an earlier part left (healthy ones), start the others: all
+        launched at once on a GPU (they load and capture in parallel), one by one on a CPU."""
+        new = []
+        for q in self.cfg["queues"]:
+            st_dir, stats_dir = self._dirs(q)
+            env = server_env(q, self.cfg["device"], st_dir, stats_dir)
+            state = previous.get(q)
+            if state:
+                srv = VllmServer.attach(state, vllm=self.cfg["vllm"], model=self.model,
+                                        workdir=self.out / "logs", env=env,
+                                        max_model_len=self.cfg["max_model_len"])
+                if srv.owns_session() and srv.healthy():
+                    self.servers[q] = srv
+                    self.result["servers"][q]["reused_by_part"] = len(self.result["parts"])
+                    _log(f"{q} server of the previous part is up (pid {srv.sid}): reusing it")
+                    if st_dir is not None:
+                        self.timers[q] = StepTimer(st_dir, self.args.keep_step_timing)
+                    continue
+                if srv.owns_session():  # up but not answering: stop it
+                    srv.stop(self.args.stop_grace)
+                _log(f"{q} server of the previous part is gone: starting a new one")
+            if st_dir is not None:
+                shutil.rmtree(st_dir, ignore_errors=True)
+                st_dir.mkdir()
+                self.timers[q] = StepTimer(st_dir, self.args.keep_step_timing)
+            shutil.rmtree(stats_dir, ignore_errors=True)
+            srv = VllmServer(vllm=self.cfg["vllm"], model=self.model, ipc=IPC[base_queue(q)], name=q,
+                             workdir=self.out / "logs", env=env,
+                             max_model_len=self.cfg["max_model_len"], tp=self.cfg["tp"],
+                             args=server_args(self.cfg))
+            self.servers[q] = srv
+            new.append(srv)
+        parallel = self.cfg["device"] == "cuda"
+        for srv in new:
+            _log(f"starting vllm serve -tp {self.cfg['tp']} --distributed-ipc {srv.ipc} "
+                 f"({srv.name}, {self.elapsed():.0f} s)")
+            srv.launch()
+            if not parallel:
+                srv.wait_healthy(self.args.start_timeout)
+        for srv in new:
+            if srv.startup_s is None:  # launched with the others
+                srv.wait_healthy(self.args.start_timeout)
+            warm_up(srv, self.model)
+            st_dir, _ = self._dirs(srv.name)
+            self.result["servers"][srv.name] = {
+                "startup_s": round(srv.startup_s or 0.0, 1), "port": srv.port,
+                "command": srv.command(), "memory_mib": srv.memory(), "started_by_part":
+                len(self.result["parts"]),
+                "processes": {str(k): v for k, v in srv.processes().items()}}
+            _log(f"  {srv.name} healthy after {srv.startup_s:.0f} s")
+        for q, srv in self.servers.items():
+            self.result["servers"][q]["spinloop"] = check_spinloop(q, srv, self._dirs(q)[0])
+
+    def run_all(self) -> bool:
+        """The runs left, while they fit before the deadline; -> whether none is left."""
+        cfg = self.cfg
+        steps = serve_plan.remaining(
+            serve_plan.plan(cfg["settings"], cfg["queues"], cfg["runs"]), self.result["runs"])
+        durations = [r["duration_s"] for r in self.result["runs"] if "duration_s" in r]
+        client_tmp = tempfile.mkdtemp(prefix="rdmaq-serve-client-")
+        self.result["client_tmp"] = client_tmp
+        client = BenchClient(cfg["client"], cfg["vllm"], client_env(client_tmp))
+        try:
+            for setting in cfg["settings"]:
+                todo = [s for s in steps if s.setting == setting]
+                if not todo:
+                    continue
+                est = serve_plan.run_estimate_s(durations, cfg["num_prompts"], cfg["rate"])
+                if not serve_plan.fits(self.elapsed(), est, self.args.deadline):
+                    return False
+                _log(f"setting {setting}: {cfg['setting_desc'][setting]} ({self.elapsed():.0f} s)")
+                att = serve_attack.start(setting, cfg["hogs"])
+                try:
+                    for step in todo:
+                        est = serve_plan.run_estimate_s(durations, cfg["num_prompts"], cfg["rate"])
+                        if not serve_plan.fits(self.elapsed(), est, self.args.deadline):
+                            _log(f"deadline: {len(steps)} run(s) left for --resume")
+                            return False
+                        t = time.monotonic()
+                        rec = self.run_one(step, client, att)
+                        rec["duration_s"] = round(time.monotonic() - t, 2)
+                        durations.append(rec["duration_s"])
+                        steps.remove(step)
+                        self.result["runs"].append(rec)
+                        self.part["runs"] += 1
+                        _log(_run_line(rec, self.elapsed()))
+                        _write_json(self.out / "results.json", self.result)
+                finally:
+                    att.stop()
+            return True
+        finally:
+            client.close()
+            self.result["client_tmp_left"] = (sorted(os.listdir(client_tmp))
+                                              if os.path.isdir(client_tmp) else [])
+            shutil.rmtree(client_tmp, ignore_errors=True)
+
+    def run_one(self, step: serve_plan.Step, client: BenchClient, att) -> dict:
+        srv = self.servers[step.queue]
+        rec: dict[str, Any] = {"setting": step.setting, "queue": step.queue, "run": step.run,
+                               "seq": len(self.result["runs"]) + 1,
+                               "part": len(self.result["parts"]), "server_pid": srv.sid,
+                               "device": self.cfg["device"]}
+        timer = self.timers.get(step.queue)
+        if timer is not None:
+            timer.baseline()
+        rec |= run_client(self.cfg, client, self.model, srv, self.servers, att,
+                          self.out / "raw", step.name, self.out / "logs",
+                          self.cfg["client_timeout"])
+        if not att.alive():
+            rec.setdefault("error", "an attacker died during the run")
+        groups = att.sched_groups()
+        rec["sched_groups"] = {"server": serve_attack.sched_group(srv.sid or 0),
+                               "attackers": len(groups), "attacker": groups[0] if groups else None}
+        if timer is not None and "t_ns" in rec:
+            rec["queue_timing"] = timer.collect(*rec["t_ns"])
+        srv.note_shm()
+        if not srv.healthy():
+            rec.setdefault("error", f"server {step.queue} unhealthy after the run")
+        return rec
+
+    def keep(self) -> None:
+        """Leave the servers up for the next part."""
+        _write_json(self.out / "servers.json",
+                    {q: srv.state() for q, srv in self.servers.items()})
+        for q in self.servers:
+            self.result["servers"][q]["kept_after_part"] = len(self.result["parts"])
+
+    def stop(self) -> None:
+        for srv in self.servers.values():  # all at once: each stop below then mostly waits
+            if srv.sid is not None and srv.owns_session():
+                try:
+                    os.kill(srv.sid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for q, srv in self.servers.items():
+            _log(f"stopping {q} server")
+            self.result["servers"].setdefault(q, {})["cleanup"] = srv.stop(self.args.stop_grace)
+            self.result["servers"][q]["rdmaq_queue_stats"] = _rdmaq_stats(self.out / f"rdmaq-stats-{q}")
+        try:
+            (self.out / "servers.json").unlink()
+        except FileNotFoundError:
+            pass
+
+
+def client_env(tmpdir: str) -> dict:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", TMPDIR=tmpdir)
+    for k in ("RDMAQ_BENCH_STEPTIME_DIR", "RDMAQ_VLLM_STATS_DIR", "VLLM_DISTRIBUTED_IPC",
+              "VLLM_USE_SPINLOOP_EXT"):
+        env.pop(k, None)
+    return env
+
+
+def sweep(args, result: dict, out: Path) -> dict:
+    """Run one part of the sweep recorded in ``result`` (all of it without a deadline)."""
     (out / "raw").mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
-    n_hogs = args.hogs if args.hogs is not None else len(os.sched_getaffinity(0))
-    result: dict[str, Any] = {
-        "schema": SCHEMA,
-        "argv": machine.recorded_argv(sys.argv[1:]),
-        "config": {"queues": queues, "settings": settings, "runs": args.runs, "hogs": n_hogs,
-                   "rate": args.rate, "concurrency": args.concurrency,
-                   "num_prompts": args.num_prompts, "input_len": args.input_len,
-                   "output_len": args.output_len, "max_model_len": args.max_model_len,
-                   "seed": args.seed, "model": str(model), "tp": 2,
-                   "setting_desc": {s: serve_attack.describe(s, n_hogs) for s in settings},
-                   "step_timing": not args.no_step_timing},
-        "machine": machine.describe(args.label),
-        "servers": {},
-        "runs": [],
-    }
-    t0 = time.monotonic()
+    previous = {}
+    if args.resume and (out / "servers.json").exists():
+        previous = json.loads((out / "servers.json").read_text())
     before = _listing()
-    servers: dict[str, VllmServer] = {}
-    timers: dict[str, StepTimer] = {}
+    part = Sweep(args, result, out)
+    complete = False
     try:
-        _sweep_body(args, vllm, model, out, queues, settings, n_hogs, result, servers, timers, t0)
+        part.start_servers(previous)
+        complete = part.run_all()
     except ServerError as e:
         result["error"] = str(e)
         _log(f"ERROR {e}")
     finally:
-        for q, srv in servers.items():
-            _log(f"stopping {q} server")
-            result["servers"].setdefault(q, {})["cleanup"] = srv.stop(args.stop_grace)
-            result["servers"][q]["rdmaq_queue_stats"] = _rdmaq_stats(out / f"rdmaq-stats-{q}")
-        result["leftovers"] = _leftovers(before, servers, result.get("client_tmp"))
+        kept = not complete and args.keep_servers and "error" not in result
+        if kept:
+            part.keep()
+            _log(f"servers left running for --resume ({out / 'servers.json'})")
+        else:
+            part.stop()
+        result["complete"] = complete
+        part.part["complete"] = complete
+        part.part["servers_kept"] = kept
+        part.part["elapsed_s"] = round(part.elapsed(), 1)
+        if not kept:
+            result["leftovers"] = _leftovers(before, part.servers, result.get("client_tmp"))
         result["machine"]["loadavg_end"] = list(os.getloadavg())
         result["machine"]["time_end"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        result["elapsed_s"] = round(time.monotonic() - t0, 1)
+        result["elapsed_s"] = round(sum(p.get("elapsed_s", 0) for p in result["parts"]), 1)
         result["failed_runs"] = sum(1 for r in result["runs"] if r.get("error"))
         _write_json(out / "results.json", result)
     return result
-
-
-def _sweep_body(args, vllm, model, out, queues, settings, n_hogs, result, servers, timers, t0):
-    client_tmp = None
-    try:
-        for q in queues:
-            st_dir = None
-            if not args.no_step_timing:
-                st_dir = out / f"steptime-{q}"
-                shutil.rmtree(st_dir, ignore_errors=True)
-                st_dir.mkdir()
-                timers[q] = StepTimer(st_dir)
-            stats_dir = out / f"rdmaq-stats-{q}"
-            shutil.rmtree(stats_dir, ignore_errors=True)
-            srv = VllmServer(vllm=vllm, model=model, ipc=q, workdir=out / "logs",
-                             env=server_env(st_dir, stats_dir), max_model_len=args.max_model_len)
-            servers[q] = srv
-            _log(f"starting vllm serve -tp 2 --distributed-ipc {q} ({time.monotonic() - t0:.0f} s)")
-            srv.start(args.start_timeout)
-            warm_up(srv, model)
-            result["servers"][q] = {"startup_s": round(srv.startup_s or 0.0, 1), "port": srv.port,
-                                    "command": srv.command(), "memory_mib": srv.memory(),
-                                    "processes": {str(k): v for k, v in srv.processes().items()}}
-            _log(f"  {q} healthy after {srv.startup_s:.0f} s")
-        client_tmp = tempfile.mkdtemp(prefix="rdmaq-serve-client-")
-        result["client_tmp"] = client_tmp
-        for si, setting in enumerate(settings):
-            _log(f"setting {setting}: {serve_attack.describe(setting, n_hogs)} "
-                 f"({time.monotonic() - t0:.0f} s)")
-            att = serve_attack.start(setting, n_hogs)
-            try:
-                for q, k in order_for(si, queues, args.runs):
-                    srv = servers[q]
-                    other = next((s for n, s in servers.items() if n != q), None)
-                    name = f"{setting}-{q}-{k + 1}"
-                    rec = {"setting": setting, "queue": q, "run": k + 1, "seq": len(result["runs"]) + 1}
-                    rec |= run_client(args, vllm, model, srv, other, att, out / "raw", name,
-                                      out / "logs", client_tmp)
-                    if not att.alive():
-                        rec.setdefault("error", "an attacker died during the run")
-                    if q in timers and "t_ns" in rec:
-                        rec["queue_timing"] = timers[q].collect(*rec["t_ns"])
-                        if not args.keep_step_timing:
-                            timers[q].drop_generation()
-                    srv.note_shm()
-                    if not srv.healthy():
-                        rec.setdefault("error", f"server {q} unhealthy after the run")
-                    result["runs"].append(rec)
-                    _log(_run_line(rec, time.monotonic() - t0))
-                    _write_json(out / "results.json", result)
-            finally:
-                att.stop()
-    finally:
-        if client_tmp:
-            result["client_tmp_left"] = sorted(os.listdir(client_tmp)) if os.path.isdir(client_tmp) else []
-            shutil.rmtree(client_tmp, ignore_errors=True)
 
 
 def _raise_interrupt(signum, frame):
@@ -432,8 +786,8 @@ def _listing() -> dict[str, set[str]]:
 
 def _leftovers(before: dict, servers: dict, client_tmp: str | None) -> dict:
     """New entries of /dev/shm and the temporary directory since the start: "ours" are names
-    a server process used or the harness's own directories (must be empty), "others" are
-    from other users of the machine."""
+    a server process used or the harness's own directories (must be empty), "others" were
+    made by other processes."""
     after = _listing()
     ours_names = set()
     for srv in servers.values():
@@ -458,35 +812,25 @@ def _run_line(rec: dict, elapsed: float) -> str:
     if rec.get("error"):
         return f"{head}: ERROR {rec['error']}"
     m = rec["metrics"]
-    qt = rec.get("queue_timing") or {}
-    share = qt.get("queue_share")
+    from .serve_report import run_value
+
+    share = run_value(rec, "queue_share")
     return (f"{head}: TPOT p50 {m['tpot_p50_ms']:.2f} p99 {m['tpot_p99_ms']:.2f} ms, "
             f"ITL p99 {m['itl_p99_ms']:.2f} ms, TTFT p50 {m['ttft_p50_ms']:.1f} ms, "
             f"{m['output_tok_s']:.0f} tok/s, workers {rec['worker_cpu_s']:.1f} CPU s, "
+            f"others {rec['idle_server_cpu_s']:.2f} CPU s, "
             f"queue {'-' if share is None else f'{100 * share:.1f}%'}, "
             f"load {rec['loadavg_after'][0]:.2f} ({elapsed:.0f} s)")
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from .serve_report import format_markdown, plot
-
-    if args.report:
-        with open(args.report) as f:
-            result = json.load(f)
-        if result.get("schema") != SCHEMA:
-            parser.error(f"{args.report} is not a {SCHEMA} file")
-        print(format_markdown(result))
-        if args.plot:
-            plot(result, args.plot)
-        return 0
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[str], list[str]]:
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     for q in queues:
-        if q not in QUEUES:
-            parser.error(f"unknown queue {q!r}; choose from {', '.join(QUEUES)}")
+        try:
+            parse_variant(q, QUEUES)
+        except ValueError as e:
+            parser.error(str(e))
     if len(set(queues)) != len(queues) or not queues:
         parser.error("--queues: give each queue once")
     for s in settings:
@@ -498,20 +842,63 @@ def main(argv=None) -> int:
         parser.error("--runs, --num-prompts, --concurrency must be >= 1 and --rate > 0")
     if args.hogs is not None and args.hogs < 1:
         parser.error("--hogs must be >= 1")
+    if args.tp < 1 or args.max_num_seqs < 1:
+        parser.error("--tp and --max-num-seqs must be >= 1")
+    if not 0 < args.gpu_memory_utilization <= 1 or args.kv_cache_gib <= 0:
+        parser.error("--gpu-memory-utilization must be in (0, 1] and --kv-cache-gib > 0")
+    if args.deadline is not None and args.deadline <= 0:
+        parser.error("--deadline must be > 0 seconds")
     if args.input_len < 1 or args.output_len < 2 or args.input_len + args.output_len > args.max_model_len:
         parser.error("need --input-len >= 1, --output-len >= 2 (TPOT needs two tokens) and "
                      "input + output <= --max-model-len")
-    if len(os.sched_getaffinity(0)) < 2:
-        parser.error("TP=2 on CPU needs two allowed CPUs")
+    if args.device == "cpu" and args.tp > 1 and len(os.sched_getaffinity(0)) < args.tp:
+        parser.error(f"TP={args.tp} on CPU needs {args.tp} allowed CPUs")
     if args.model and not (Path(args.model) / "config.json").exists():
         parser.error(f"--model {args.model}: no config.json there")
-    vllm = find_vllm(args.vllm)
-    out = Path(args.out or time.strftime("serve-bench-%Y%m%d-%H%M%S")).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    model = Path(args.model).resolve() if args.model else make_model(out)
+    return queues, settings
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.plot:
+        if importlib.util.find_spec("matplotlib") is None:
+            return fail(PROG, missing_package("matplotlib", "bench"))
+        check_plot_format(parser, "--plot", args.plot)
+    if not args.report and importlib.util.find_spec("psutil") is None:
+        return fail(PROG, missing_package("psutil", "bench"))
+    from .serve_report import format_markdown, plot
+
+    if args.report:
+        with open(args.report) as f:
+            result = json.load(f)
+        if result.get("schema") != SCHEMA:
+            parser.error(f"{args.report} is not a {SCHEMA} file")
+        print(format_markdown(result))
+        if args.plot:
+            plot(result, args.plot)
+        return 0
+    if args.resume:
+        if not args.out or not (Path(args.out) / "results.json").exists():
+            parser.error("--resume needs --out DIR holding an earlier part's results.json")
+        out = Path(args.out).resolve()
+        result = json.loads((out / "results.json").read_text())
+        if result.get("schema") != SCHEMA or "parts" not in result:
+            parser.error(f"{out / 'results.json'} is not a {SCHEMA} sweep to resume")
+        result.pop("error", None)
+    else:
+        resolve(args)
+        queues, settings = _check(parser, args)
+        vllm = find_vllm(args.vllm)
+        out = Path(args.out or time.strftime("serve-bench-%Y%m%d-%H%M%S")).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        model = (Path(args.model).resolve() if args.model
+                 else make_model(out, args.model_shape, args.device))
+        result = new_result(args, vllm, model, queues, settings)
     # a SIGTERM to the harness stops the servers and attackers the same way as Ctrl-C
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    result = sweep(args, vllm, model, out, queues, settings)
+    result = sweep(args, result, out)
     text = format_markdown(result)
     (out / "summary.md").write_text(text + "\n")
     print(text)
@@ -524,7 +911,9 @@ def main(argv=None) -> int:
     except ValueError as e:
         _log(f"no plot: {e}")
     _log(f"results in {out} ({result['elapsed_s']:.0f} s)")
-    return 1 if result["failed_runs"] or result.get("error") else 0
+    if result["failed_runs"] or result.get("error"):
+        return 1
+    return 0 if result["complete"] else EXIT_INCOMPLETE
 
 
 if __name__ == "__main__":

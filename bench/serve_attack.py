@@ -3,6 +3,11 @@
 Settings pair each attacker with what a user would try first, for free: the attackers as
 SCHED_IDLE (they run only when a core would otherwise idle), and TOKENIZERS_PARALLELISM=false
 for the tokenizer attacker (one thread instead of a Rayon pool as wide as the machine).
+
+Where the kernel groups tasks by session (``sched_autogroup_enabled``), the attackers started here
+share the harness's session, so all of them together weigh as one task against the server (which
+runs in a session of its own); ``hogs-sessions`` gives each hog a session of its own, as separate
+services' processes have. ``sched_groups`` records the groups a run had.
 """
 
 from __future__ import annotations
@@ -13,13 +18,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
+try:
+    import psutil
+except ImportError:  # `rdmaq bench serve --help` works without it; a run checks for it first
+    psutil = None  # type: ignore[assignment]
 
 # name -> what runs beside the server
 SETTINGS = {
     "idle": {"hogs": False, "tokenizer": False, "sched_idle": False, "tok_parallel": True},
     "hogs": {"hogs": True, "tokenizer": False, "sched_idle": False, "tok_parallel": True},
     "hogs-schedidle": {"hogs": True, "tokenizer": False, "sched_idle": True, "tok_parallel": True},
+    "hogs-sessions": {"hogs": True, "tokenizer": False, "sched_idle": False, "tok_parallel": True,
+                      "own_sessions": True},
     "tok": {"hogs": False, "tokenizer": True, "sched_idle": False, "tok_parallel": True},
     "tok-nopar": {"hogs": False, "tokenizer": True, "sched_idle": False, "tok_parallel": False},
     "tok-schedidle": {"hogs": False, "tokenizer": True, "sched_idle": True, "tok_parallel": True},
@@ -31,7 +41,8 @@ def describe(name: str, n_hogs: int) -> str:
     s = SETTINGS[name]
     parts = []
     if s["hogs"]:
-        parts.append(f"{n_hogs} CPU hogs")
+        parts.append(f"{n_hogs} CPU hogs" + (", each in a session of its own"
+                                             if s.get("own_sessions") else ""))
     if s["tokenizer"]:
         parts.append("tokenizer attacker" + ("" if s["tok_parallel"] else ", TOKENIZERS_PARALLELISM=false"))
     if not parts:
@@ -39,13 +50,28 @@ def describe(name: str, n_hogs: int) -> str:
     return ", ".join(parts) + (", SCHED_IDLE" if s["sched_idle"] else "")
 
 
+def sched_group(pid: int) -> str:
+    """Where the scheduler puts a process: its autogroup (/proc/PID/autogroup, present where
+    the kernel groups tasks by session) and its cgroup; '?' for what is unreadable."""
+    parts = []
+    for name in ("autogroup", "cgroup"):
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                parts.append(" ".join(f.read().split()))
+        except OSError:
+            parts.append("?")
+    return " | ".join(parts)
+
+
 def _sched_idle() -> None:
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
-def hog_main(conn, sched_idle: bool) -> None:
+def hog_main(conn, sched_idle: bool, own_session: bool = False) -> None:
     if sched_idle:
         _sched_idle()
+    if own_session:
+        os.setsid()  # its own autogroup where the kernel groups by session
     conn.send("ready")
     x = 0
     while True:
@@ -85,6 +111,10 @@ class Attackers:
                 pass
         return total
 
+    def sched_groups(self) -> list[str]:
+        """The distinct scheduling groups of the attackers (sched_group of each)."""
+        return sorted({sched_group(p.pid) for p in self.procs})
+
     def alive(self) -> bool:
         return all(p.is_alive() for p in self.procs)
 
@@ -107,7 +137,7 @@ def start(setting: str, n_hogs: int, timeout: float = 300) -> Attackers:
     conns: list = []
     jobs: list[tuple[Any, tuple]] = []
     if s["hogs"]:
-        jobs += [(hog_main, (s["sched_idle"],))] * n_hogs
+        jobs += [(hog_main, (s["sched_idle"], s.get("own_sessions", False)))] * n_hogs
     if s["tokenizer"]:
         jobs.append((tokenizer_main, (s["sched_idle"], s["tok_parallel"])))
     att = Attackers(setting, n_hogs, procs)

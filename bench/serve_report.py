@@ -1,8 +1,11 @@
-"""Tables and plot of an ``rdmaq bench serve`` result: medians over runs, spread, rdmaq ÷ shm."""
+"""Tables and plot of an ``rdmaq bench serve`` result: medians over runs, spread, and rdmaq
+over the best of vLLM's queues (shm, and shm with the spin-loop extension where it ran)."""
 
 from __future__ import annotations
 
 import statistics
+
+from .serve_plan import base_queue
 
 # (key in a run's metrics or the run record, column title, format)
 COLUMNS = [
@@ -16,7 +19,9 @@ COLUMNS = [
     ("worker_cpu_s", "worker CPU s", "{:.1f}"),
     ("queue_share", "queue share", "{:.1%}"),
 ]
-# lower is better for all but throughput; the ratio is rdmaq ÷ shm either way
+# lower is better for all but throughput; the ratio is rdmaq ÷ the baseline either way
+HIGHER_IS_BETTER = {"output_tok_s"}
+BASELINES = ("shm", "shm-spinloop")  # vLLM's own queue, plain and with its C spin loop
 MIN_DENOMINATOR = 0.01
 RATIO_KEYS = ["tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
               "e2el_p50_ms", "output_tok_s", "worker_cpu_s"]
@@ -26,20 +31,53 @@ def run_value(run: dict, key: str):
     if key in run.get("metrics", {}):
         return run["metrics"][key]
     if key == "queue_share":
-        return (run.get("queue_timing") or {}).get("queue_share")
+        qt = run.get("queue_timing") or {}
+        # asynchronous scheduling (GPU) pairs no broadcast with its responses: per step instead
+        if run.get("device", "cpu") == "cuda" or "queue_share" not in qt:
+            return qt.get("queue_share_of_steps")
+        return qt.get("queue_share")
     if key in ("broadcast_delay_p50_us", "broadcast_delay_p99_us"):
         d = (run.get("queue_timing") or {}).get("broadcast_delay_us") or {}
         return d.get("p50" if "p50" in key else "p99")
     if key == "rpc_round_trip_p50_ms":
         return ((run.get("queue_timing") or {}).get("rpc_round_trip_ms") or {}).get("p50")
+    if key in WAIT_KEYS:
+        return wait_value(run.get("queue_timing") or {}, key)
     return run.get(key)
+
+
+# Who waited where (bench/serve_steps.py): the thread that used an endpoint, by its use
+THREAD_OF = {"worker": "broadcast reader", "ec": "response reader", "out": "response writer"}
+WAIT_KEYS = (["bc_waited_share", "resp_waited_share"]
+             + [f"{t}_{f}_us_per_step" for t in THREAD_OF for f in ("cpu", "runq")]
+             + [f"{e}_{c}_share" for e in ("bc", "resp") for c in ("woken", "spins", "busy")])
+
+
+def wait_value(qt: dict, key: str):
+    """One figure of a run's who-waited-where data (None where the run has none)."""
+    if key == "bc_waited_share":
+        return qt.get("broadcast_waited_share")
+    if key == "resp_waited_share":
+        return qt.get("response_waited_share")
+    if key.endswith("_us_per_step"):
+        who, field = key.split("_")[:2]
+        steps = qt.get("steps") or qt.get("rpcs")
+        rows = [t for t in qt.get("threads") or [] if THREAD_OF[who] in t.get("uses", [])]
+        vals = [t[f"{field}_ms"] for t in rows if f"{field}_ms" in t]
+        return max(vals) * 1000 / steps if vals and steps else None
+    end, counter = key.split("_")[:2]
+    endpoint = "broadcast reader" if end == "bc" else "response reader"
+    rows = [c for c in qt.get("rdmaq_counters") or [] if c.get("endpoint") == endpoint]
+    gets = sum(c.get("messages", 0) for c in rows)
+    return sum(c.get(counter, 0) for c in rows) / gets if gets else None
 
 
 def summarize(result: dict) -> dict:
     """(setting, queue) -> {key: {"median", "min", "max", "n"}} over the runs without errors."""
     cells: dict = {}
     keys = [c[0] for c in COLUMNS] + ["broadcast_delay_p50_us", "broadcast_delay_p99_us",
-                                      "rpc_round_trip_p50_ms", "idle_server_cpu_s", "attacker_cpu_s"]
+                                      "rpc_round_trip_p50_ms", "idle_server_cpu_s", "attacker_cpu_s",
+                                      *WAIT_KEYS]
     for run in result["runs"]:
         if run.get("error"):
             continue
@@ -55,15 +93,46 @@ def summarize(result: dict) -> dict:
     return out
 
 
-def ratios(summary: dict, setting: str, num: str = "rdmaq", den: str = "shm") -> dict:
-    a, b = summary.get((setting, num)), summary.get((setting, den))
-    if not a or not b:
+def best_of(summary: dict, setting: str, queues: list[str]) -> dict:
+    """Per metric, the best median among ``queues`` in ``setting``: {key: (median, queue)}."""
+    out: dict = {}
+    for q in queues:
+        cell = summary.get((setting, q)) or {}
+        for k, stat in cell.items():
+            v = stat["median"]
+            if k not in out or (v > out[k][0] if k in HIGHER_IS_BETTER else v < out[k][0]):
+                out[k] = (v, q)
+    return out
+
+
+def baselines(queues: list[str]) -> list[str]:
+    """vLLM's queues of the sweep (variants of them included), in BASELINES order."""
+    return sorted((q for q in queues if base_queue(q) in BASELINES),
+                  key=lambda q: (BASELINES.index(base_queue(q)), q))
+
+
+def rdmaq_queues(queues: list[str]) -> list[str]:
+    """rdmaq and its variants (QUEUE@NAME=VALUE): each gets a ratio row."""
+    return [q for q in queues if base_queue(q) == "rdmaq"]
+
+
+def ratio_label(queues: list[str], num: str = "rdmaq") -> str:
+    return f"{num} ÷ " + ("best of " + ", ".join(baselines(queues)) if len(baselines(queues)) > 1
+                          else "shm")
+
+
+def ratios(summary: dict, setting: str, num: str = "rdmaq", den: str | list[str] = "shm") -> dict:
+    """``num``'s median over ``den``'s per metric; ``den`` a list: over the best of them."""
+    a = summary.get((setting, num))
+    dens = [den] if isinstance(den, str) else den
+    best = best_of(summary, setting, dens)
+    if not a or not best:
         return {}
     out = {}
     for k in RATIO_KEYS:
         # a median under the client's resolution (bursts of tokens: ITL p50 = 0) has no ratio
-        if k in a and k in b and b[k]["median"] >= MIN_DENOMINATOR:
-            out[k] = a[k]["median"] / b[k]["median"]
+        if k in a and k in best and best[k][0] >= MIN_DENOMINATOR:
+            out[k] = a[k]["median"] / best[k][0]
     return out
 
 
@@ -91,7 +160,7 @@ def format_markdown(result: dict) -> str:
         "",
         f"Workload: `vllm bench serve` random dataset, {cfg['input_len']} prompt + {cfg['output_len']} "
         f"output tokens (EOS ignored), {cfg['num_prompts']} requests at {cfg['rate']:g} req/s (Poisson), "
-        f"at most {cfg['concurrency']} in flight, seed {cfg['seed']}; TP=2, tiny Llama, "
+        f"at most {cfg['concurrency']} in flight, seed {cfg['seed']}; {_server_desc(cfg, m)}; "
         f"{cfg['runs']} runs per cell, queues alternated run by run. Cells: median (min–max).",
         "",
     ]
@@ -103,11 +172,13 @@ def format_markdown(result: dict) -> str:
             n = max((x["n"] for x in s.values()), default=0) if s else 0
             cells = [_cell(s.get(k) if s else None, fmt) for k, _, fmt in COLUMNS]
             lines.append(f"| {setting} | {q} | " + " | ".join(cells) + f" | {n} |")
-        r = ratios(summ, setting)
-        if r:
-            cells = [f"{r[k]:.2f}" if k in r else ("n/a" if k in RATIO_KEYS else "")
-                     for k, _, _ in COLUMNS]
-            lines.append(f"| {setting} | **rdmaq ÷ shm** | " + " | ".join(cells) + " | |")
+        for num in rdmaq_queues(cfg["queues"]):
+            r = ratios(summ, setting, num, baselines(cfg["queues"]))
+            if r:
+                cells = [f"{r[k]:.2f}" if k in r else ("n/a" if k in RATIO_KEYS else "")
+                         for k, _, _ in COLUMNS]
+                lines.append(f"| {setting} | **{ratio_label(cfg['queues'], num)}** | "
+                             + " | ".join(cells) + " | |")
     lines.append("")
     lines.append("Settings: " + "; ".join(f"`{s}` = {d}" for s, d in cfg["setting_desc"].items()) + ".")
     fixes = _fixes_table(summ, cfg)
@@ -119,6 +190,16 @@ def format_markdown(result: dict) -> str:
         lines += ["", "Where the step goes (medians over runs): broadcast delay = EngineCore "
                   "enqueue to the slower worker holding the object; RPC = broadcast to last "
                   "response at the EngineCore; queue share = queue delays ÷ RPC time.", ""] + qt
+    wt = _wait_table(summ, cfg)
+    if wt:
+        lines += ["", "Who waited where (medians over runs): the share of broadcasts the worker "
+                  "asked for before the EngineCore sent them, and of responses the EngineCore "
+                  "asked for before the worker sent them (both: a wake-up, or a spin, on the "
+                  "path); per step, the CPU time and the time runnable but waiting for a CPU "
+                  "of the worker's thread that reads broadcasts, of the EngineCore's thread "
+                  "that reads responses and of the worker's thread that sends them "
+                  "(/proc schedstat); rdmaq's gets that ended woken from a sleep, in a spin, "
+                  "or found the CPUs oversubscribed (of all gets).", ""] + wt
     clean = _cleanup_line(result)
     if clean:
         lines += ["", clean]
@@ -127,6 +208,16 @@ def format_markdown(result: dict) -> str:
         lines += ["", f"{len(errors)} failed run(s): " + "; ".join(
             f"{r['setting']}/{r['queue']}/{r['run']}: {r['error']}" for r in errors)]
     return "\n".join(lines)
+
+
+def _server_desc(cfg: dict, m: dict) -> str:
+    model = str(cfg.get("model", "")).rstrip("/").rsplit("/", 1)[-1] or "model"
+    if cfg.get("device", "cpu") == "cpu":
+        return f"TP={cfg.get('tp', 2)} on CPU, {model}"
+    gpus = m.get("gpus") or ["GPU"]
+    return (f"TP={cfg['tp']} on {gpus[0].split(',')[0]}, {model}, "
+            f"--distributed-executor-backend mp, {cfg.get('profile_desc', cfg.get('profile'))}, "
+            f"at most {cfg.get('max_num_seqs')} sequences a step")
 
 
 def _cleanup_line(result: dict) -> str:
@@ -157,7 +248,8 @@ def _fixes_table(summ: dict, cfg: dict) -> list[str]:
         b = summ.get((base, "shm"))
         if not b:
             continue
-        variants = [(base, "rdmaq")] + [(f, q) for f in fixes for q in ("shm", "rdmaq")]
+        queues = cfg["queues"]
+        variants = [(base, q) for q in queues if q != "shm"] + [(f, q) for f in fixes for q in queues]
         for setting, q in variants:
             s = summ.get((setting, q))
             if not s:
@@ -191,6 +283,35 @@ def _queue_table(summ: dict, cfg: dict) -> list[str]:
              "|---|---|---|---|---|---|---|---|"] + rows)
 
 
+def _wait_table(summ: dict, cfg: dict) -> list[str]:
+    pct, us = "{:.0%}", "{:.0f}"
+    rows = []
+    for setting in cfg["settings"]:
+        for q in cfg["queues"]:
+            s = summ.get((setting, q)) or {}
+            if not any(k in s for k in WAIT_KEYS):
+                continue
+
+            def pair(a, b, s=s, fmt=us):
+                return f"{_cell(s.get(a), fmt)} / {_cell(s.get(b), fmt)}"
+
+            rows.append(
+                f"| {setting} | {q} | {_cell(s.get('bc_waited_share'), pct)} | "
+                f"{_cell(s.get('resp_waited_share'), pct)} | "
+                + " | ".join(pair(f"{t}_cpu_us_per_step", f"{t}_runq_us_per_step")
+                             for t in THREAD_OF) + " | "
+                + " | ".join(f"{_cell(s.get(f'{e}_woken_share'), pct)} / "
+                             f"{_cell(s.get(f'{e}_spins_share'), pct)} / "
+                             f"{_cell(s.get(f'{e}_busy_share'), pct)}" for e in ("resp", "bc"))
+                + " |")
+    if not rows:
+        return []
+    return (["| setting | queue | worker asked first | EngineCore asked first | worker reader "
+             "thread CPU / runq µs per step | EngineCore reader thread | worker output thread "
+             "| rdmaq EngineCore gets woken / spun / busy | rdmaq worker gets woken / spun / busy |",
+             "|---|---|---|---|---|---|---|---|---|"] + rows)
+
+
 def plot(result: dict, path: str) -> None:
     import matplotlib
 
@@ -206,7 +327,11 @@ def plot(result: dict, path: str) -> None:
               ("itl_p50_ms", "ITL p50 (ms)"), ("itl_p99_ms", "ITL p99 (ms)"),
               ("ttft_p50_ms", "TTFT p50 (ms)"), ("e2el_p50_ms", "E2E latency p50 (ms)"),
               ("output_tok_s", "output tokens/s"), ("worker_cpu_s", "worker CPU s per run")]
-    colors = {"shm": "tab:red", "rdmaq": "tab:blue"}
+    colors = {"shm": "tab:red", "shm-spinloop": "tab:orange", "rdmaq": "tab:blue"}
+    spare = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
+    for q in cfg["queues"]:
+        if q not in colors:  # a variant: a colour of its own
+            colors[q] = next(spare, "tab:gray")
     fig, axes = plt.subplots(2, 4, figsize=(19, 7.5))
     width = 0.8 / len(cfg["queues"])
     for ax, (key, title) in zip(axes.flat, panels):
@@ -228,7 +353,9 @@ def plot(result: dict, path: str) -> None:
     axes.flat[0].legend(title="--distributed-ipc", fontsize=8)
     m = result["machine"]
     load = "/".join(f"{x:.1f}" for x in m.get("loadavg_start", [])[:1] + m.get("loadavg_end", [])[:1])
-    fig.suptitle(f"vllm serve -tp 2 ({m.get('versions', {}).get('vllm')}), {m.get('cpus_allowed')} CPUs, "
+    where = (f"{m.get('cpus_allowed')} CPUs" if cfg.get("device", "cpu") == "cpu"
+             else f"{(m.get('gpus') or ['GPU'])[0].split(',')[0]}, {m.get('cpus_allowed')} CPUs")
+    fig.suptitle(f"vllm serve -tp {cfg.get('tp', 2)} ({m.get('versions', {}).get('vllm')}), {where}, "
                  f"load {load} (start/end): median of {cfg['runs']} runs, bars min–max", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

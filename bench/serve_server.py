@@ -1,11 +1,15 @@
-"""One ``vllm serve -tp 2`` for ``rdmaq bench serve``: start, health, CPU time, stop, clean up.
+"""One ``vllm serve`` for ``rdmaq bench serve``: start, health, CPU time, stop, clean up.
 
-The server runs in its own session (one process group: API server, EngineCore, two TP workers,
+The server runs in its own session (one process group: API server, EngineCore, the TP workers,
 multiprocessing's resource tracker) with a private TMPDIR, also its VLLM_RPC_BASE_PATH, where
 vLLM puts its ZMQ ipc sockets and other temporary files. Every /dev/shm name a server process
 maps or holds open is noted while it runs; after the stop (SIGTERM to the API server, then
 SIGKILL to the whole session after a grace period) the ones vLLM left behind are listed and
 removed, and so is the TMPDIR.
+
+Being its own session, a server outlives the harness when asked to (``state()`` records what
+``attach()`` needs to drive and stop it from a later harness process): a sweep cut into parts
+starts its servers once.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import psutil
+try:
+    import psutil
+except ImportError:  # `rdmaq bench serve --help` works without it; a run checks for it first
+    psutil = None  # type: ignore[assignment]
 
 SHM_DIR = "/dev/shm"
 
@@ -38,13 +45,16 @@ def free_port() -> int:
 
 
 def role_of(title: str, is_main: bool) -> str:
-    """api_server, engine_core, worker_tp<N>, or other (resource tracker and the like)."""
+    """api_server, engine_core, worker (vLLM names a worker VLLM::Worker, adding _TP<N> and
+    the like only for the parallel groups larger than one: worker_tp<N>, worker_dp<N>_tp<M>),
+    or other (resource tracker and the like)."""
     if is_main:
         return "api_server"
     if "EngineCore" in title:
         return "engine_core"
-    if "Worker_TP" in title:
-        return "worker_tp" + title.rsplit("Worker_TP", 1)[1].split()[0]
+    if "VLLM::Worker" in title:
+        rest = title.split("VLLM::Worker", 1)[1].split()
+        return "worker" + (rest[0].lower() if rest else "")
     return "other"
 
 
@@ -88,56 +98,117 @@ def _shm_names(pid: int) -> set[str]:
 
 
 class VllmServer:
+    """``name`` tells servers apart (the queue: shm, shm-spinloop, rdmaq); ``ipc`` is the
+    ``--distributed-ipc`` value; ``args`` the rest of ``vllm serve``'s arguments after the
+    model and the tensor-parallel size."""
+
     def __init__(self, *, vllm: str, model: Path, ipc: str, workdir: Path, env: dict,
-                 max_model_len: int, extra_args: list[str] | None = None):
+                 max_model_len: int, extra_args: list[str] | None = None, name: str | None = None,
+                 tp: int = 2, args: list[str] | None = None):
         self.vllm, self.model, self.ipc = vllm, model, ipc
+        self.name = name or ipc
         self.workdir = workdir
-        self.log_path = workdir / f"serve-{ipc}.log"
+        self.log_path = workdir / f"serve-{self.name}.log"
         self.env = dict(env)
         self.max_model_len = max_model_len
+        self.tp = tp
+        # the CPU build's arguments unless told otherwise
+        self.args = list(args) if args is not None else ["--enforce-eager"]
         self.extra_args = list(extra_args or [])
         self.port: int | None = None
         self.proc: subprocess.Popen | None = None
+        self.sid: int | None = None  # the API server's pid: its session's and process group's id
         self.tmpdir: str | None = None
         self.shm_seen: set[str] = set()
         self.startup_s: float | None = None
         self.cleanup: dict = {}
+        self._t_launch: float | None = None
+        self._command: list[str] | None = None  # an attached server's, as launched
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        return [self.vllm, "serve", str(self.model), "-tp", "2", "--distributed-ipc", self.ipc,
-                "--host", "127.0.0.1", "--port", str(self.port), "--enforce-eager",
+        if self._command is not None:
+            return list(self._command)
+        return [self.vllm, "serve", str(self.model), "-tp", str(self.tp), "--distributed-ipc",
+                self.ipc, "--host", "127.0.0.1", "--port", str(self.port), *self.args,
                 "--max-model-len", str(self.max_model_len), *self.extra_args]
 
     def start(self, timeout: float) -> None:
         """Start and wait for /health; ServerError (with the log's tail) if it dies or times out."""
+        self.launch()
+        self.wait_healthy(timeout)
+
+    def launch(self) -> None:
+        """Start the server in a session of its own; wait_healthy() waits for it."""
         # short path: ZMQ ipc socket paths must fit in sun_path (108 bytes)
-        self.tmpdir = tempfile.mkdtemp(prefix=f"rdmaq-serve-{self.ipc}-")
+        self.tmpdir = tempfile.mkdtemp(prefix=f"rdmaq-serve-{self.name}-")
         self.port = free_port()
         env = dict(self.env, TMPDIR=self.tmpdir, VLLM_RPC_BASE_PATH=self.tmpdir)
-        t0 = time.monotonic()
+        self._t_launch = time.monotonic()
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.sid = self.proc.pid
+
+    def wait_healthy(self, timeout: float) -> None:
+        assert self._t_launch is not None, "launch() first"
         while True:
-            if self.proc.poll() is not None:
-                raise ServerError(f"vllm serve ({self.ipc}) exited with {self.proc.returncode} "
+            if not self.alive():
+                rc = self.proc.returncode if self.proc is not None else None
+                raise ServerError(f"vllm serve ({self.name}) exited with {rc} "
                                   f"before it was healthy; log tail:\n{self.log_tail()}")
-            if time.monotonic() - t0 > timeout:
-                raise ServerError(f"vllm serve ({self.ipc}) not healthy after {timeout:.0f} s; "
+            if time.monotonic() - self._t_launch > timeout:
+                raise ServerError(f"vllm serve ({self.name}) not healthy after {timeout:.0f} s; "
                                   f"log tail:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.base_url}/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
+            if self.healthy(timeout=5):
+                break
             time.sleep(0.5)
-        self.startup_s = time.monotonic() - t0
+        self.startup_s = time.monotonic() - self._t_launch
         self.note_shm()
+
+    def alive(self) -> bool:
+        """The API server process is running (a server this harness attached to included)."""
+        if self.proc is not None:
+            return self.proc.poll() is None
+        if self.sid is None:
+            return False
+        try:
+            return psutil.Process(self.sid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    def owns_session(self) -> bool:
+        """The recorded session leader is this server's `vllm serve` (not another process that
+        got its pid: a results directory brought to a new machine records old pids)."""
+        if self.sid is None:
+            return False
+        try:
+            cmd = psutil.Process(self.sid).cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return False
+        return "serve" in cmd and str(self.port) in cmd
+
+    def state(self) -> dict:
+        """What attach() needs to take this server over in another harness process."""
+        return {"name": self.name, "ipc": self.ipc, "sid": self.sid, "port": self.port,
+                "tmpdir": self.tmpdir, "shm_seen": sorted(self.shm_seen),
+                "startup_s": self.startup_s, "command": self.command(), "log": str(self.log_path)}
+
+    @classmethod
+    def attach(cls, state: dict, *, vllm: str, model: Path, workdir: Path, env: dict,
+               max_model_len: int) -> VllmServer:
+        """A server started by an earlier harness process (its state())."""
+        srv = cls(vllm=vllm, model=model, ipc=state["ipc"], workdir=workdir, env=env,
+                  max_model_len=max_model_len, name=state["name"])
+        srv.sid, srv.port, srv.tmpdir = state["sid"], state["port"], state["tmpdir"]
+        srv.shm_seen = set(state.get("shm_seen") or [])
+        srv.startup_s = state.get("startup_s")
+        srv.log_path = Path(state.get("log") or srv.log_path)
+        srv._command = state.get("command")
+        return srv
 
     def log_tail(self, n: int = 40) -> str:
         try:
@@ -146,12 +217,12 @@ class VllmServer:
             return "(no log)"
 
     def pids(self) -> list[int]:
-        return _session_pids(self.proc.pid) if self.proc else []
+        return _session_pids(self.sid) if self.sid is not None else []
 
     def processes(self) -> dict[int, tuple[str, str]]:
         """pid -> (role, title) of every server process now."""
         out = {}
-        api_pid = self.proc.pid if self.proc is not None else None
+        api_pid = self.sid
         for pid in self.pids():
             try:
                 cmd = psutil.Process(pid).cmdline()
@@ -187,9 +258,9 @@ class VllmServer:
         for pid in self.pids():
             self.shm_seen |= _shm_names(pid)
 
-    def healthy(self) -> bool:
+    def healthy(self, timeout: float = 10) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.base_url}/health", timeout=10) as r:
+            with urllib.request.urlopen(f"{self.base_url}/health", timeout=timeout) as r:
                 return r.status == 200
         except (urllib.error.URLError, ConnectionError, OSError):
             return False
@@ -199,16 +270,16 @@ class VllmServer:
         after ``grace`` seconds; then remove what vLLM left in /dev/shm and its TMPDIR."""
         report: dict[str, Any] = {"sigkilled": [], "shm_left_by_vllm": [], "tmp_left_by_vllm": [],
                   "shm_remaining": [], "tmpdir_remaining": False, "processes_remaining": []}
-        if self.proc is None:
+        if self.sid is None:
             return report
         self.note_shm()
         t0 = time.monotonic()
-        if self.proc.poll() is None:
+        if self.alive():
             try:
-                os.kill(self.proc.pid, signal.SIGTERM)
+                os.kill(self.sid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-        while self.proc.poll() is None or self.pids():
+        while self.alive() or self.pids():
             if time.monotonic() - t0 > grace:
                 break
             time.sleep(0.2)
@@ -216,7 +287,7 @@ class VllmServer:
         if left:
             report["sigkilled"] = [f"{pid} {t}" for pid, (_, t) in self.processes().items()]
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(self.sid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             for pid in left:
@@ -225,14 +296,15 @@ class VllmServer:
                 except ProcessLookupError:
                     pass
             deadline = time.monotonic() + 30
-            while (self.proc.poll() is None or self.pids()) and time.monotonic() < deadline:
+            while (self.alive() or self.pids()) and time.monotonic() < deadline:
                 time.sleep(0.2)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
         report["stop_s"] = round(time.monotonic() - t0, 2)
-        report["returncode"] = self.proc.returncode
+        report["returncode"] = self.proc.returncode if self.proc is not None else None
         report["processes_remaining"] = self.pids()
         for name in sorted(self.shm_seen):
             path = os.path.join(SHM_DIR, name)

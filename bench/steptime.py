@@ -13,6 +13,12 @@ The records stay in memory: on a flush request (the harness writes a generation 
 and periodic polling, not exit hooks, is needed because ``vllm serve`` SIGKILLs its
 EngineCore. Queues are matched across processes by a hash of their handle; message ``i`` of
 a queue is the ``i``-th enqueue of its writer and the ``i``-th dequeue of each reader (FIFO).
+
+Each flush also says who waited where: every thread of the process with its scheduler
+statistics (/proc/self/task/TID/schedstat: time on a CPU, time runnable but waiting for one,
+timeslices; context switches, voluntary and forced), the Python name of each, which threads
+called each queue endpoint, and an rdmaq endpoint's own counters (spins, sleeps, wake-ups...).
+All cumulative: the harness takes differences between flushes.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import os
 import pickle
 import threading
 import time
+import weakref
 from array import array
 from typing import Any
 
@@ -32,6 +39,8 @@ POLL_S = 0.25
 
 _mono = time.monotonic_ns
 _tls = threading.local()
+# a forked child's thread is another thread: its id is looked up again
+os.register_at_fork(after_in_child=lambda: vars(_tls).pop("tid", None))
 _lock = threading.Lock()
 _records: list[_Record] = []
 _tags: dict[str, int] = {}
@@ -61,24 +70,78 @@ def _tag(obj, default: str) -> int:
 class _Record:
     """One queue endpoint in this process: entry/return stamps and tags, in call order."""
 
-    def __init__(self, key: str, role: str, **info):
+    def __init__(self, key: str, role: str, mq=None, **info):
         self.key, self.role, self.info = key, role, info
         self.pid = os.getpid()
         self.t0, self.t1, self.tag = array("q"), array("q"), array("H")
         self.flushed = 0  # index of the first record not yet written
+        self.tids: set[int] = set()  # the threads that called this endpoint
+        self.mq = weakref.ref(mq) if mq is not None else None
 
     def add(self, t0: int, t1: int, tag: int) -> None:
         self.t0.append(t0)
         self.t1.append(t1)
         self.tag.append(tag)  # last: a reader of len(tag) sees t0/t1 complete
+        tid = getattr(_tls, "tid", None)
+        if tid is None:
+            tid = _tls.tid = threading.get_native_id()
+        self.tids.add(tid)
 
     def take(self) -> dict:
         n = len(self.tag)
         lo = self.flushed
         self.flushed = n
-        return {"key": self.key, "role": self.role, **self.info, "offset": lo,
-                "t0": self.t0[lo:n].tolist(), "t1": self.t1[lo:n].tolist(),
-                "tag": self.tag[lo:n].tolist()}
+        out = {"key": self.key, "role": self.role, **self.info, "offset": lo,
+               "t0": self.t0[lo:n].tolist(), "t1": self.t1[lo:n].tolist(),
+               "tag": self.tag[lo:n].tolist(), "tids": sorted(self.tids)}
+        ring = _ring_counters(self.mq() if self.mq is not None else None)
+        if ring is not None:
+            out["ring"] = ring
+        return out
+
+
+def _ring_counters(mq) -> dict | None:
+    """An rdmaq endpoint's cumulative counters (None for vLLM's queue)."""
+    snap = getattr(mq, "rdmaq_stats", None)
+    if snap is None or not getattr(mq, "_rdmaq", False):
+        return None
+    try:
+        with mq._close_lock:  # the ring must not be closed under our feet
+            ring = snap().get("ring")
+    except Exception:
+        return None
+    return {k: v for k, v in ring.items() if isinstance(v, int)} if isinstance(ring, dict) else None
+
+
+def thread_stats() -> dict[str, dict]:
+    """Every thread of this process: {tid: {name, cpu_ns, runq_ns, slices, vol, invol}},
+    cumulative (schedstat: on a CPU, runnable and waiting, timeslices; status: voluntary and
+    forced context switches). A field the kernel does not offer is left out."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, dict] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        row: dict = {"name": names.get(int(tid))}
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                cpu, runq, slices = (int(x) for x in f.read().split()[:3])
+            row |= {"cpu_ns": cpu, "runq_ns": runq, "slices": slices}
+        except (OSError, ValueError):
+            pass
+        try:
+            with open(f"/proc/self/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        row["vol"] = int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        row["invol"] = int(line.split()[1])
+        except (OSError, ValueError):
+            pass
+        out[tid] = row
+    return out
 
 
 def _register(rec: _Record) -> None:
@@ -87,7 +150,8 @@ def _register(rec: _Record) -> None:
         if _state["pid"] != os.getpid():  # first queue in this process (or a forked child)
             _state["pid"] = os.getpid()
             _write_atomic(os.path.join(_state["dir"], f"pid-{os.getpid()}"),
-                          json.dumps({"pid": os.getpid(), "title": _title()}))
+                          json.dumps({"pid": os.getpid(), "title": _title(),
+                                      "spinloop": _spinloop_enabled()}))
             threading.Thread(target=_poll, name="rdmaq-bench-steptime", daemon=True).start()
 
 
@@ -100,7 +164,7 @@ def _record_of(mq, role: str) -> _Record:
         else:
             info = {"rank": mq.__dict__.get("_steptime_rank")}
             key = mq.__dict__.get("_steptime_key") or "unknown"
-        rec = _Record(key, role, **info)
+        rec = _Record(key, role, mq, **info)
         mq.__dict__["_steptime_rec"] = rec
         _register(rec)
     return rec
@@ -167,6 +231,17 @@ def _wrap_class(cls) -> None:
     cls._steptime_wrapped = True
 
 
+def _spinloop_enabled() -> bool | None:
+    """Whether vLLM's shm queue spins in its C extension in this process (VLLM_USE_SPINLOOP_EXT=1
+    and the extension loaded; a vLLM without the option: None)."""
+    try:
+        from vllm.distributed.device_communicators import shm_broadcast
+
+        return getattr(shm_broadcast, "SPINLOOP_EXT_ENABLED", None)
+    except Exception:
+        return None
+
+
 def _title() -> str:
     try:
         import setproctitle
@@ -193,7 +268,8 @@ def flush(gen: int) -> None:
     tags = {code: name for name, code in list(_tags.items())}
     _write_atomic(os.path.join(_state["dir"], f"g{gen}-{pid}.json"),
                   json.dumps({"pid": pid, "title": _title(), "gen": gen, "queues": queues,
-                              "tags": [tags.get(i, "?") for i in range(len(tags))]}))
+                              "tags": [tags.get(i, "?") for i in range(len(tags))],
+                              "threads": thread_stats()}))
 
 
 def _poll() -> None:

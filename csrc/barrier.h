@@ -3,7 +3,7 @@
  * Memory-ordering helpers, in the vocabulary of the kernel and liburing.
  *
  * The ring is shared with another process (shm) or written by a NIC
- * (verbs), so every cross-agent access goes through one of these.  They
+ * (verbs), so every access it shares goes through one of these.  They
  * map onto the GCC/Clang __atomic builtins, which are the C11 memory model.
  */
 #ifndef RDMAQ_BARRIER_H

@@ -12,16 +12,47 @@ void rdmaq_cadence_init(struct rdmaq_cadence *c)
 	*c = (struct rdmaq_cadence){ .backoff = RDMAQ_CAD_BACKOFF_MIN };
 }
 
+/* Index of the first of v[0..n) not below x (v sorted). */
+static uint32_t lower_bound(const int64_t *v, uint32_t n, int64_t x)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Add an interval; past RDMAQ_CAD_WINDOW of them the oldest leaves the ring and the sorted copy. */
+static void cadence_push(struct rdmaq_cadence *c, int64_t iv)
+{
+	int64_t *s = c->sorted;
+	uint32_t i;
+
+	if (c->n == RDMAQ_CAD_WINDOW) {
+		i = lower_bound(s, c->n, c->iv[c->pos]);
+		memmove(&s[i], &s[i + 1], (c->n - i - 1) * sizeof(s[0]));
+		c->n--;
+	}
+	i = lower_bound(s, c->n, iv);
+	memmove(&s[i + 1], &s[i], (c->n - i) * sizeof(s[0]));
+	s[i] = iv;
+	c->n++;
+	c->iv[c->pos] = iv;
+	c->pos = (c->pos + 1) % RDMAQ_CAD_WINDOW;
+}
+
 void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen)
 {
 	int64_t off = seen - stamp;
 
-	if (c->last_stamp && stamp > c->last_stamp) {
-		c->iv[c->pos] = stamp - c->last_stamp;
-		c->pos = (c->pos + 1) % RDMAQ_CAD_WINDOW;
-		if (c->n < RDMAQ_CAD_WINDOW)
-			c->n++;
-	}
+	if (c->last_stamp && stamp > c->last_stamp)
+		cadence_push(c, stamp - c->last_stamp);
 	c->last_stamp = stamp;
 	/* A message found waiting says nothing about transit time, but it
 	 * can only raise the minimum, which the creep allows anyway. */
@@ -33,22 +64,32 @@ void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen)
 	}
 }
 
-static void sort_small(int64_t *v, uint32_t n)
+/*
+ * Where, in sorted[], the most intervals fit within `width` of the first
+ * of them: the earliest such run when several do.
+ */
+static uint32_t densest_run(const struct rdmaq_cadence *c, int64_t width)
 {
-	uint32_t i, j;
+	const int64_t *iv = c->sorted;
+	uint32_t i, j = 0, best = 0, best_i = 0;
 
-	for (i = 1; i < n; i++) {
-		int64_t x = v[i];
-
-		for (j = i; j > 0 && v[j - 1] > x; j--)
-			v[j] = v[j - 1];
-		v[j] = x;
+	if (width < 0)
+		width = 0;
+	for (i = 0; i < c->n; i++) {
+		while (j < c->n && iv[j] - iv[i] <= width)
+			j++;
+		if (j - i > best) {
+			best = j - i;
+			best_i = i;
+		}
 	}
+	return best_i;
 }
 
 bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w)
 {
-	int64_t iv[RDMAQ_CAD_WINDOW], lo, hi, med, budget, due, guard;
+	const int64_t *iv = c->sorted;
+	int64_t lo, hi, med, budget, due, guard;
 
 	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
 		return false;
@@ -56,8 +97,6 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 		c->skip--;
 		return false;
 	}
-	memcpy(iv, c->iv, c->n * sizeof(iv[0]));
-	sort_small(iv, c->n);
 	med = iv[c->n / 2];
 	if (med < RDMAQ_CAD_MIN_IV_NS || med > RDMAQ_CAD_MAX_IV_NS)
 		return false;
@@ -65,7 +104,6 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 	 * switch anticipation off for a whole window of messages. */
 	if (iv[c->n * 9 / 10] - iv[c->n / 10] > med / 2)
 		return false;
-	/* The window covers every interval seen: what the tail needs. */
 	lo = iv[0];
 	hi = iv[c->n - 1];
 	budget = med / RDMAQ_CAD_BUDGET_DIV;
@@ -73,14 +111,31 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 		budget = RDMAQ_CAD_MAX_SPIN_NS;
 	due = c->last_stamp + c->offset;
 	guard = RDMAQ_CAD_GUARD_NS + (hi - lo) / 4;
-	w->spin_from = due + lo - guard;
-	w->spin_until = due + hi + guard;
-	if (w->spin_until - w->spin_from > budget)
+	if (hi - lo + 2 * guard <= budget || c->from_shortest) {
+		/* The window covers every interval seen: what the tail needs. */
+		w->spin_from = due + lo - guard;
+		w->spin_until = due + hi + guard;
+		if (w->spin_until - w->spin_from > budget)
+			w->spin_until = w->spin_from + budget;
+	} else {
+		/* It cannot: spend the budget where most intervals fell, not
+		 * from the shortest one (one stall, or the writer's early
+		 * catch-up, would otherwise end every window before its message). */
+		lo = iv[densest_run(c, budget - 2 * RDMAQ_CAD_GUARD_NS)];
+		w->spin_from = due + lo - RDMAQ_CAD_GUARD_NS;
 		w->spin_until = w->spin_from + budget;
+	}
 	if (now >= w->spin_until)
 		return false; /* late already: block as usual */
 	w->sleep_until = w->spin_from - rdmaq_cadence_margin(c);
 	return true;
+}
+
+bool rdmaq_cadence_far(const struct rdmaq_cadence *c, int64_t now, int64_t ns)
+{
+	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
+		return false;
+	return c->last_stamp + c->offset + c->sorted[0] - now >= ns;
 }
 
 void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke)

@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RDMAQ_CAD_WINDOW      32	   /* intervals remembered */
+#define RDMAQ_CAD_WINDOW      32	   /* intervals the window is learnt from */
 #define RDMAQ_CAD_MIN_SEEN    8		   /* intervals needed before predicting */
 #define RDMAQ_CAD_MIN_IV_NS   30000LL	   /* faster: the adaptive spin covers it */
 #define RDMAQ_CAD_MAX_IV_NS   2000000000LL /* slower: not worth a window */
@@ -34,9 +34,15 @@
 #define RDMAQ_CAD_CLEAN_RUN   16U /* clean windows that halve the back-off */
 
 struct rdmaq_cadence {
-	int64_t last_stamp;	      /* writer's stamp of the previous message; 0: none */
-	int64_t iv[RDMAQ_CAD_WINDOW]; /* recent intervals between stamps */
+	int64_t last_stamp; /* writer's stamp of the previous message; 0: none */
+	/* The last RDMAQ_CAD_WINDOW intervals between stamps, in arrival order
+	 * (a ring at `pos`) and sorted: the window reads quantiles without sorting. */
+	int64_t iv[RDMAQ_CAD_WINDOW];
+	int64_t sorted[RDMAQ_CAD_WINDOW];
 	uint32_t n, pos;
+	/* Under evaluation (RDMAQ_WINDOW_FROM_SHORTEST): the previous placement,
+	 * the budget spent from the shortest interval on (rdmaq_cadence_window). */
+	bool from_shortest;
 	/* min(seen - stamp): our clock minus the writer's, plus the transit.
 	 * It creeps up slowly so a clock step cannot pin it low for ever. */
 	int64_t offset;
@@ -58,8 +64,17 @@ struct rdmaq_cad_window {
 void rdmaq_cadence_init(struct rdmaq_cadence *c);
 /* A message stamped `stamp` by the writer was seen at `seen`. */
 void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen);
-/* Is the next message predictable from `now`?  Fills *w if so. */
+/*
+ * Is the next message predictable from `now`?  Fills *w if so: a window
+ * spanning every recent interval when the spin budget allows, else the
+ * budget's worth of spin placed where most recent intervals fall.
+ */
 bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w);
+/*
+ * Can the next message not come within `ns` of `now`?  True only with a
+ * rhythm learnt and the shortest recent interval still that far away.
+ */
+bool rdmaq_cadence_far(const struct rdmaq_cadence *c, int64_t now, int64_t ns);
 /* A nap asked to end at `asked` ended at `woke`. */
 void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke);
 /* How much earlier than the window a nap ends: our expected lateness and its spread. */

@@ -12,31 +12,48 @@
  *   | rdmaq_rec_hdr (seq, ...) | payload (len)  | trailer: seq^key  |
  *   +--------------------------+----------------+-------------------+
  *
- * The trailer lands last (it is stored last on shm and is the last byte of
- * the RDMA WRITE on verbs).  XOR with a per-queue random key means stale
- * payload bytes of an earlier lap can never pass for a trailer.
+ * rdmaq_rec_frame (ring.c) stores the header's fields, the payload and the
+ * trailer, then the header's seq with release semantics; a reader loads seq
+ * with acquire (rdmaq_reader_has_record), so on shm a matching seq alone
+ * means the record is whole.  On verbs the record travels in one RDMA WRITE
+ * whose last bytes, the trailer, land last: a reader that sees the expected
+ * seq waits for the trailer too.  XOR with a per-queue random key means
+ * stale payload bytes of an earlier lap can never pass for a trailer.
  *
  * Credit flows back from each reader into its entry of the writer's
  * credit array: "next sequence I expect".  The writer may emit sequence s
  * only while s - min(credit) < slots.
+ *
+ * The shm transport embeds this format in its segment (shm_format.h);
+ * verbs carries it under its bootstrap's protocol version.  Both check
+ * only their own version: a new RDMAQ_VERSION bumps theirs too
+ * (docs/format.md).
  */
 #ifndef RDMAQ_FORMAT_H
 #define RDMAQ_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#define RDMAQ_MAGIC	     0x7164726dU /* "mrdq" */
-#define RDMAQ_VERSION	     2U
-#define RDMAQ_CACHELINE	     64U
-#define RDMAQ_REC_FIRST	     0x1U
-#define RDMAQ_REC_LAST	     0x2U
-#define RDMAQ_REC_ABORT	     0x4U	/* discard the message in progress */
-#define RDMAQ_CREDIT_CLOSED  UINT64_MAX /* reader left for good */
-#define RDMAQ_MIN_SLOT_BYTES 128U
-#define RDMAQ_MAX_READERS    256U
+#define RDMAQ_MAGIC	    0x7164726dU /* "mrdq" */
+#define RDMAQ_VERSION	    2U
+#define RDMAQ_CACHELINE	    64U
+#define RDMAQ_REC_FIRST	    0x1U
+#define RDMAQ_REC_LAST	    0x2U
+#define RDMAQ_REC_ABORT	    0x4U       /* discard the message in progress */
+#define RDMAQ_CREDIT_CLOSED UINT64_MAX /* reader left for good */
+
+/*
+ * A struct another process or the NIC reads: its size, alignment and
+ * field offsets are the format, checked at compile time.
+ */
+#define RDMAQ_ASSERT_LAYOUT(type, size, align) \
+	_Static_assert(sizeof(type) == (size) && _Alignof(type) == (align), #type " layout")
+#define RDMAQ_ASSERT_OFFSET(type, member, off) \
+	_Static_assert(offsetof(type, member) == (off), #type "." #member " offset")
 
 struct rdmaq_rec_hdr {
-	uint64_t seq;	  /* stored last: valid iff == expected */
+	uint64_t seq;	  /* stored last, with release (shm): valid iff == expected */
 	uint64_t msg_len; /* whole message, repeated in every record */
 	uint32_t len;	  /* payload bytes in this record */
 	uint32_t flags;	  /* RDMAQ_REC_FIRST / _LAST / _ABORT */
@@ -69,9 +86,21 @@ struct rdmaq_credit {
 	uint8_t pad[RDMAQ_CACHELINE - 12];
 };
 
-_Static_assert(sizeof(struct rdmaq_rec_hdr) == 32, "record header layout");
-_Static_assert(sizeof(struct rdmaq_ring_ctrl) == 4 * RDMAQ_CACHELINE, "ring control layout");
-_Static_assert(sizeof(struct rdmaq_credit) == RDMAQ_CACHELINE, "credit layout");
+RDMAQ_ASSERT_LAYOUT(struct rdmaq_rec_hdr, 32, 8);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_rec_hdr, seq, 0);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_rec_hdr, msg_len, 8);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_rec_hdr, len, 16);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_rec_hdr, flags, 20);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_rec_hdr, stamp_ns, 24);
+RDMAQ_ASSERT_LAYOUT(struct rdmaq_ring_ctrl, 4 * RDMAQ_CACHELINE, 8);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_ring_ctrl, magic, 0);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_ring_ctrl, ready, 4);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_ring_ctrl, closed_seq, 8);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_ring_ctrl, doorbell, 16);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_ring_ctrl, consumed, RDMAQ_CACHELINE);
+RDMAQ_ASSERT_LAYOUT(struct rdmaq_credit, RDMAQ_CACHELINE, 8);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_credit, next_seq, 0);
+RDMAQ_ASSERT_OFFSET(struct rdmaq_credit, sleeping, 8);
 
 static inline uint64_t rdmaq_ring_bytes(uint32_t slot_bytes, uint32_t slots)
 {

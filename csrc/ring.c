@@ -3,6 +3,7 @@
  * The ring engine: framing, flow control, message assembly.  The memory
  * format it writes and reads is described in format.h.
  */
+#include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -15,23 +16,57 @@ uint32_t rdmaq_slot_payload(uint32_t slot_bytes)
 	return (slot_bytes - (uint32_t)RDMAQ_REC_OVERHEAD) & ~7U;
 }
 
+/* The limits (rdmaq.h) fit the format: a slot holds a record's overhead and starts a cache line. */
+_Static_assert(RDMAQ_MIN_SLOT_BYTES >= RDMAQ_REC_OVERHEAD + 8, "a slot too small for a record");
+_Static_assert(RDMAQ_SLOT_ALIGN % RDMAQ_CACHELINE == 0, "slots off cache lines");
+_Static_assert(RDMAQ_MAX_READERS % 64 == 0, "rdmaq_writer.dropped is in 64-bit words");
+
 int rdmaq_config_check(const struct rdmaq_config *cfg)
 {
 	if (cfg->n_readers < 1 || cfg->n_readers > RDMAQ_MAX_READERS)
-		return rdmaq_set_err(-EINVAL, "n_readers must be in 1..%u, got %u",
+		return rdmaq_set_err(-EINVAL, "n_readers must be in 1..%d, got %u",
 				     RDMAQ_MAX_READERS, cfg->n_readers);
-	if (cfg->slot_bytes < RDMAQ_MIN_SLOT_BYTES || cfg->slot_bytes % RDMAQ_CACHELINE)
+	if (cfg->slot_bytes < RDMAQ_MIN_SLOT_BYTES || cfg->slot_bytes > RDMAQ_MAX_SLOT_BYTES ||
+	    cfg->slot_bytes % RDMAQ_SLOT_ALIGN)
 		return rdmaq_set_err(-EINVAL,
-				     "slot_bytes must be a multiple of %u and at least %u, got %u",
-				     RDMAQ_CACHELINE, RDMAQ_MIN_SLOT_BYTES, cfg->slot_bytes);
-	if (cfg->slots < 2)
-		return rdmaq_set_err(-EINVAL, "slots must be at least 2, got %u", cfg->slots);
+				     "slot_bytes must be a multiple of %d in %d..%d, got %u",
+				     RDMAQ_SLOT_ALIGN, RDMAQ_MIN_SLOT_BYTES, RDMAQ_MAX_SLOT_BYTES,
+				     cfg->slot_bytes);
+	if (cfg->slots < RDMAQ_MIN_SLOTS || cfg->slots > RDMAQ_MAX_SLOTS)
+		return rdmaq_set_err(-EINVAL, "slots must be in %d..%d, got %u", RDMAQ_MIN_SLOTS,
+				     RDMAQ_MAX_SLOTS, cfg->slots);
 	if ((uint64_t)cfg->slot_bytes * cfg->slots > (1ULL << 34))
 		return rdmaq_set_err(-EINVAL, "ring of %u x %u bytes is larger than 16 GiB",
 				     cfg->slots, cfg->slot_bytes);
 	if (cfg->max_message < 1)
 		return rdmaq_set_err(-EINVAL, "max_message must be at least 1");
 	return 0;
+}
+
+uint32_t rdmaq_forks;
+
+static void rdmaq_count_fork(void)
+{
+	/* In the child, which has one thread now. */
+	__atomic_store_n(&rdmaq_forks, rdmaq_forks + 1, __ATOMIC_RELAXED);
+}
+
+static void rdmaq_watch_forks(void)
+{
+	pthread_atfork(NULL, NULL, rdmaq_count_fork);
+}
+
+uint32_t rdmaq_fork_count(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, rdmaq_watch_forks);
+	return __atomic_load_n(&rdmaq_forks, __ATOMIC_RELAXED);
+}
+
+static int rdmaq_forked_err(const char *what)
+{
+	return rdmaq_set_err(-ESTALE, "%s belongs to the parent process (fork)", what);
 }
 
 uint64_t rdmaq_random_u64(void)
@@ -54,6 +89,7 @@ void rdmaq_writer_init(struct rdmaq_writer *w, const struct rdmaq_writer_ops *op
 	w->next_seq = 1;
 	w->credits = credits;
 	w->payload = rdmaq_slot_payload(cfg->slot_bytes);
+	w->forks = rdmaq_fork_count();
 	rdmaq_waiter_init(&w->waiter, wops, w, cfg->spin_ns, &w->stats);
 }
 
@@ -72,6 +108,7 @@ void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *op
 	r->next_seq = 1;
 	r->credited = 1;
 	r->credit_batch = cfg->slots / 4 ? cfg->slots / 4 : 1;
+	r->forks = rdmaq_fork_count();
 	rdmaq_waiter_init(&r->waiter, wops, r, cfg->spin_ns, &r->stats);
 	r->waiter.before_block = rdmaq_reader_before_block;
 	rdmaq_cadence_init(&r->cadence);
@@ -106,7 +143,9 @@ size_t rdmaq_rec_frame(uint8_t *slot, uint64_t key, const struct rdmaq_rec_hdr *
 	}
 	toff = rdmaq_rec_trailer_off(hdr->len);
 	smp_store_release((uint64_t *)(slot + toff), hdr->seq ^ key);
-	/* Last: a reader that sees this seq sees everything above. */
+	/* Last, with release: pairs with the acquire load of seq in
+	 * rdmaq_reader_has_record, so a reader that sees this seq sees the
+	 * fields, payload and trailer stored above (format.h). */
 	smp_store_release(&dst->seq, hdr->seq);
 	return toff + sizeof(uint64_t);
 }
@@ -128,7 +167,7 @@ static int rdmaq_writer_has_room(void *arg)
 	for (i = 0; i < w->cfg.n_readers; i++) {
 		uint64_t c = smp_load_acquire(&w->credits[i].next_seq);
 
-		if (c == RDMAQ_CREDIT_CLOSED)
+		if (c == RDMAQ_CREDIT_CLOSED || rdmaq_writer_dropped(w, i))
 			continue;
 		/* Credit is peer-written memory: never trust it past what was sent. */
 		if (c > w->next_seq)
@@ -141,7 +180,8 @@ static int rdmaq_writer_has_room(void *arg)
 			return 0;
 	}
 	if (!open)
-		return rdmaq_set_err(-EPIPE, "all %u readers have closed", w->cfg.n_readers);
+		return rdmaq_set_err(-EPIPE, "all %u readers have closed or were dropped",
+				     w->cfg.n_readers);
 	return 1;
 }
 
@@ -156,6 +196,8 @@ int rdmaq_writer_wait_ready(struct rdmaq_writer *w, int64_t timeout_ns)
 {
 	int ret;
 
+	if (rdmaq_forked(w->forks))
+		return rdmaq_forked_err("writer");
 	if (w->ready)
 		return 0;
 	ret = rdmaq_wait(&w->waiter, rdmaq_writer_poll_ready, w, rdmaq_deadline(timeout_ns));
@@ -219,6 +261,13 @@ static int rdmaq_writer_emit_message(struct rdmaq_writer *w, const struct rdmaq_
 	struct rdmaq_put_state *p = &w->put;
 	int ret;
 
+	/* The marker ending a message given up goes first; if waiting for its
+	 * slot is interrupted, the resumed put still owes it. */
+	if (w->abort_pending) {
+		ret = rdmaq_writer_emit_abort(w, deadline);
+		if (ret)
+			return ret;
+	}
 	/* A message that fits the ring is reserved whole, so a timeout never
 	 * leaves half of it behind; a longer one streams through. */
 	if (p->k == 0 && p->nrec <= w->cfg.slots) {
@@ -253,6 +302,18 @@ static int rdmaq_writer_emit_message(struct rdmaq_writer *w, const struct rdmaq_
 	return 0;
 }
 
+/*
+ * The put in progress will not complete: a put that fails delivers nothing.
+ * If records of it were emitted, an ABORT record owed before the next
+ * message tells readers to drop what they have of it.
+ */
+static void rdmaq_writer_abandon(struct rdmaq_writer *w)
+{
+	if (w->put.active && w->put.k)
+		w->abort_pending = true;
+	w->put.active = false;
+}
+
 static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
 			     int64_t timeout_ns, bool resume)
 {
@@ -261,6 +322,8 @@ static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *i
 	int i, ret;
 
 	w->trace = (struct rdmaq_trace){ .start_ns = rdmaq_now_ns() };
+	if (rdmaq_forked(w->forks))
+		return rdmaq_forked_err("writer");
 	if (w->closed)
 		return rdmaq_set_err(-EBADF, "writer is closed");
 	if (!w->ready)
@@ -272,23 +335,14 @@ static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *i
 	if (resume && (!w->put.active || w->put.total != total))
 		return rdmaq_set_err(-EINVAL, "nothing to resume: no interrupted put of %llu bytes",
 				     (unsigned long long)total);
-	if (!resume && w->put.active) {
-		/* The interrupted message is given up; readers drop what they have of it. */
-		w->put.active = false;
-		if (w->put.k)
-			w->abort_pending = true;
-	}
 	if (!resume) {
+		/* A put left interrupted (its caller gave up on it) is abandoned. */
+		rdmaq_writer_abandon(w);
 		if (total > w->cfg.max_message)
 			return rdmaq_set_err(-EMSGSIZE,
 					     "message of %llu bytes exceeds max_message_bytes=%llu",
 					     (unsigned long long)total,
 					     (unsigned long long)w->cfg.max_message);
-		if (w->abort_pending) {
-			ret = rdmaq_writer_emit_abort(w, deadline);
-			if (ret)
-				return ret;
-		}
 		w->put = (struct rdmaq_put_state){
 			.active = true,
 			.total = total,
@@ -297,11 +351,8 @@ static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *i
 	}
 	ret = rdmaq_writer_emit_message(w, iov, iovcnt, deadline);
 	if (ret) {
-		if (ret == -EINTR)
-			return ret; /* resumable */
-		w->put.active = false;
-		if (w->put.k)
-			w->abort_pending = true;
+		if (ret != -EINTR) /* -EINTR: resumable */
+			rdmaq_writer_abandon(w);
 		return ret;
 	}
 	w->put.active = false;
@@ -332,8 +383,63 @@ int rdmaq_writer_close(struct rdmaq_writer *w)
 	if (w->closed)
 		return 0;
 	w->closed = true;
+	if (rdmaq_forked(w->forks))
+		return 0; /* the parent's queue stays open */
 	/* Before ready too: readers already waiting for it must learn it. */
 	return w->ops->mark_closed(w, w->next_seq);
+}
+
+static int rdmaq_writer_check_index(struct rdmaq_writer *w, uint32_t index)
+{
+	if (rdmaq_forked(w->forks))
+		return rdmaq_forked_err("writer");
+	if (w->closed)
+		return rdmaq_set_err(-EBADF, "writer is closed");
+	if (!w->ready)
+		return rdmaq_set_err(-ENOTCONN, "writer is not ready: call wait_ready() first");
+	if (index >= w->cfg.n_readers)
+		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers",
+				     index, w->cfg.n_readers);
+	return 0;
+}
+
+/* Closed or dropped: the writer has nothing more to do with reader `index`. */
+static bool rdmaq_writer_gone(struct rdmaq_writer *w, uint32_t index)
+{
+	return rdmaq_writer_dropped(w, index) ||
+	       smp_load_acquire(&w->credits[index].next_seq) == RDMAQ_CREDIT_CLOSED;
+}
+
+int rdmaq_writer_reader_dead(struct rdmaq_writer *w, uint32_t index)
+{
+	int ret = rdmaq_writer_check_index(w, index);
+
+	if (ret)
+		return ret;
+	return rdmaq_writer_gone(w, index) ? 0 : w->ops->reader_dead(w, index);
+}
+
+int rdmaq_writer_drop_reader(struct rdmaq_writer *w, uint32_t index)
+{
+	int ret = rdmaq_writer_reader_dead(w, index);
+
+	if (ret < 0)
+		return ret;
+	if (rdmaq_writer_gone(w, index))
+		return 0;
+	if (!ret)
+		return rdmaq_set_err(-EINVAL,
+				     "reader %u is alive: only a reader whose process has ended "
+				     "can be dropped",
+				     index);
+	w->dropped[index / 64] |= 1ULL << (index % 64);
+	/* As if it had closed, for the transport's checks: a dead process
+	 * writes its credit entry no more. */
+	smp_store_release(&w->credits[index].next_seq, RDMAQ_CREDIT_CLOSED);
+	/* Records a failed write to it held back go to the others now; an error
+	 * here is another reader's, which the next put reports. */
+	w->ops->flush(w, true);
+	return 0;
 }
 
 void rdmaq_writer_cancel(struct rdmaq_writer *w)
@@ -432,6 +538,8 @@ static int rdmaq_reader_is_ready(void *arg)
 
 int rdmaq_reader_wait_ready(struct rdmaq_reader *r, int64_t timeout_ns)
 {
+	if (rdmaq_forked(r->forks))
+		return rdmaq_forked_err("reader");
 	if (r->closed)
 		return rdmaq_set_err(-EBADF, "reader is closed");
 	return rdmaq_wait(&r->waiter, rdmaq_reader_is_ready, r, rdmaq_deadline(timeout_ns));
@@ -452,6 +560,8 @@ static int rdmaq_reader_wait_record(struct rdmaq_reader *r, int64_t deadline, bo
 {
 	bool planned = first && r->planned;
 
+	if (rdmaq_forked(r->forks))
+		return rdmaq_forked_err("reader");
 	if (r->closed)
 		return rdmaq_set_err(-EBADF, "reader is closed");
 	r->planned = false;
@@ -463,6 +573,8 @@ int rdmaq_reader_nap(struct rdmaq_reader *r, int64_t timeout_ns)
 {
 	int ret;
 
+	if (rdmaq_forked(r->forks))
+		return rdmaq_forked_err("reader");
 	if (r->closed)
 		return rdmaq_set_err(-EBADF, "reader is closed");
 	if (r->in_message || r->planned)
@@ -600,6 +712,8 @@ int rdmaq_reader_close(struct rdmaq_reader *r)
 	if (r->closed)
 		return 0;
 	r->closed = true;
+	if (rdmaq_forked(r->forks))
+		return 0; /* the parent's reader reads on */
 	/* Tell the writer not to wait for us any more. */
 	return r->ops->credit(r, RDMAQ_CREDIT_CLOSED);
 }

@@ -16,15 +16,11 @@
 #include <stdint.h>
 
 #include "cadence.h"
+#include "container_of.h"
 #include "error.h"
 #include "format.h"
 #include "rdmaq.h"
 #include "wait.h"
-
-/* The structure that holds `ptr` as its `member`. */
-#ifndef container_of
-#define container_of(ptr, type, member) ((type *)(((char *)(ptr)) - offsetof(type, member)))
-#endif
 
 struct rdmaq_writer;
 
@@ -48,6 +44,8 @@ struct rdmaq_writer_ops {
 	int (*refresh_credit)(struct rdmaq_writer *w);
 	/* Wake a thread blocked in wait_ops.block (after cancel). */
 	void (*interrupt)(struct rdmaq_writer *w);
+	/* Has connected reader i's process ended (or become unreachable)?  1 yes, 0 no. */
+	int (*reader_dead)(struct rdmaq_writer *w, uint32_t i);
 	void (*destroy)(struct rdmaq_writer *w);
 };
 
@@ -71,7 +69,11 @@ struct rdmaq_writer {
 	uint32_t payload;	      /* payload bytes per slot */
 	bool ready;
 	bool closed;
-	bool abort_pending; /* a streamed message was cut short */
+	bool abort_pending; /* a streamed message was cut short: its ABORT record is owed */
+	uint32_t forks;	    /* rdmaq_fork_count() when created (see rdmaq_forked) */
+	/* Readers dropped after their process ended: in writer memory, which no
+	 * peer can write, so a late credit write cannot bring one back. */
+	uint64_t dropped[RDMAQ_MAX_READERS / 64];
 	struct rdmaq_put_state put;
 	struct rdmaq_trace trace;
 	struct rdmaq_stats stats;
@@ -102,7 +104,8 @@ struct rdmaq_reader {
 	uint64_t msg_off;      /* bytes of it already copied */
 	bool in_message;
 	bool closed;
-	bool planned; /* `window` was napped to by rdmaq_reader_nap */
+	bool planned;	/* `window` was napped to by rdmaq_reader_nap */
+	uint32_t forks; /* rdmaq_fork_count() when created (see rdmaq_forked) */
 	struct rdmaq_cad_window window;
 	struct rdmaq_cadence cadence;
 	struct rdmaq_trace trace;
@@ -119,6 +122,26 @@ void rdmaq_writer_init(struct rdmaq_writer *w, const struct rdmaq_writer_ops *op
 void rdmaq_reader_init(struct rdmaq_reader *r, const struct rdmaq_reader_ops *ops,
 		       const struct rdmaq_wait_ops *wops, const struct rdmaq_config *cfg,
 		       uint32_t index, uint64_t key, uint8_t *ring);
+
+/*
+ * How many fork()s made this process, counted in each child once the first
+ * endpoint asked for it (rdmaq_fork_count).  An endpoint created under
+ * another count is a forked child's copy of its parent's: the queue is the
+ * parent's, and the child must not touch it.
+ */
+extern uint32_t rdmaq_forks;
+uint32_t rdmaq_fork_count(void);
+
+static inline bool rdmaq_forked(uint32_t forks)
+{
+	return forks != __atomic_load_n(&rdmaq_forks, __ATOMIC_RELAXED);
+}
+
+/* Reader i was dropped (rdmaq_writer_drop_reader): never waited for or written to again. */
+static inline bool rdmaq_writer_dropped(const struct rdmaq_writer *w, uint32_t i)
+{
+	return (w->dropped[i / 64] >> (i % 64)) & 1;
+}
 
 /*
  * Frame one record at `slot` (a slot in some ring, local or staging):

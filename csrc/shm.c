@@ -12,22 +12,22 @@
  * creation, not a SIGBUS later.  Once every reader has attached the
  * writer unlinks the name: nothing is left in /dev/shm once traffic flows.
  *
- * Readers trust nothing the segment says beyond what they check: the
- * geometry is validated against the file's size on attach and kept in
- * private memory, as the writer keeps its own configuration.
+ * The segment's layout is shm_format.h.  Readers trust nothing the
+ * segment says beyond what they check: the geometry is validated against
+ * the file's size on attach and kept in private memory, as the writer
+ * keeps its own configuration.
  *
  * Wake-ups are futexes on words inside the segment.  A sleeper sets its
  * `sleeping` flag, issues a full barrier and re-checks; the waker
  * publishes, issues a full barrier and only then looks at the flags, so a
  * spinning peer costs no syscall and a sleeping one is never missed.  All
  * readers sleep on one doorbell word, so one FUTEX_WAKE wakes every
- * sleeping reader.  Peer death is noticed through pidfds, polled between
- * sleeps.
+ * sleeping reader.  Peer death is noticed through pidfds (shm_proc.h),
+ * polled between sleeps.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,77 +35,21 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "barrier.h"
 #include "futex.h"
 #include "rdmaq_shm.h"
 #include "ring.h"
+#include "shm_format.h"
+#include "shm_proc.h"
 
-#define RDMAQ_NAME_MAX	   200
 #define RDMAQ_NAME_PREFIX  "rdmaq-"
 #define RDMAQ_CREATE_TRIES 16
 
-enum { ATTACH_FREE = 0, ATTACH_CLAIMED = 1, ATTACH_DONE = 2 };
-
-/* Written once by the writer, before the magic. */
-struct rdmaq_shm_hdr {
-	uint32_t magic;
-	uint32_t version;
-	uint32_t n_readers;
-	uint32_t slot_bytes;
-	uint32_t slots;
-	int32_t writer_pid;
-	uint64_t max_message;
-	uint64_t key;
-	uint64_t seg_bytes;
-	uint64_t writer_start; /* the writer's start time, against pid reuse */
-	uint8_t pad[RDMAQ_CACHELINE - 56];
-};
-
-/* Where the writer sleeps, waiting for attaches or credit. */
-struct rdmaq_shm_wwait {
-	uint32_t doorbell; /* bumped by readers */
-	uint32_t sleeping; /* set by the writer */
-	uint8_t pad[RDMAQ_CACHELINE - 8];
-};
-
-struct rdmaq_shm_attach {
-	uint32_t state;
-	int32_t pid;
-	uint8_t pad[RDMAQ_CACHELINE - 8];
-};
-
-_Static_assert(sizeof(struct rdmaq_shm_hdr) == RDMAQ_CACHELINE, "shm header layout");
-
-/* Segment layout: hdr | wwait | attach[n] | credit[n] | ring ctrl | slots. */
-struct rdmaq_shm_layout {
-	struct rdmaq_shm_hdr *hdr;
-	struct rdmaq_shm_wwait *wwait;
-	struct rdmaq_shm_attach *attach;
-	struct rdmaq_credit *credits;
-	uint8_t *ring;
-};
-
 static uint64_t shm_seg_bytes(const struct rdmaq_config *cfg)
 {
-	return sizeof(struct rdmaq_shm_hdr) + sizeof(struct rdmaq_shm_wwait) +
-	       (uint64_t)cfg->n_readers *
-		       (sizeof(struct rdmaq_shm_attach) + sizeof(struct rdmaq_credit)) +
-	       rdmaq_ring_bytes(cfg->slot_bytes, cfg->slots);
-}
-
-/* Offsets come from the caller's own copy of n_readers, never from the segment. */
-static struct rdmaq_shm_layout shm_layout(void *base, uint32_t n_readers)
-{
-	struct rdmaq_shm_layout l = { .hdr = base };
-
-	l.wwait = (struct rdmaq_shm_wwait *)(l.hdr + 1);
-	l.attach = (struct rdmaq_shm_attach *)(l.wwait + 1);
-	l.credits = (struct rdmaq_credit *)(l.attach + n_readers);
-	l.ring = (uint8_t *)(l.credits + n_readers);
-	return l;
+	return rdmaq_shm_seg_bytes(cfg->n_readers, cfg->slot_bytes, cfg->slots);
 }
 
 /* ---- sleeping and waking -------------------------------------------------- */
@@ -166,79 +110,15 @@ static bool shm_wake_writer(struct rdmaq_shm_wwait *ww)
 	return true;
 }
 
-/* ---- processes ------------------------------------------------------------ */
-
-struct rdmaq_shm_peer {
-	pid_t pid;
-	int pidfd;
-};
-
-static int peer_open(struct rdmaq_shm_peer *p, pid_t pid)
-{
-	p->pid = pid;
-	if (pid <= 0)
-		return -ESRCH;
-	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (p->pidfd < 0 && errno == ESRCH)
-		return -ESRCH;
-	return 0; /* without pidfds (old kernel, seccomp) fall back to kill(0) */
-}
-
-/* 1 if the peer process has exited (zombies included), else 0. */
-static int peer_dead(struct rdmaq_shm_peer *p)
-{
-	if (p->pidfd >= 0) {
-		struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
-
-		return poll(&pfd, 1, 0) > 0;
-	}
-	return kill(p->pid, 0) < 0 && errno == ESRCH;
-}
-
-static void peer_close(struct rdmaq_shm_peer *p)
-{
-	if (p->pidfd >= 0)
-		close(p->pidfd);
-	p->pidfd = -1;
-}
-
-/* Start time of a process in clock ticks after boot (/proc/PID/stat field 22); 0 if unknown. */
-static uint64_t proc_start_time(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long start = 0;
-	ssize_t n;
-	int fd, field;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* The command name may hold spaces and parentheses: count from the last ')'. */
-	p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	for (field = 2; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p + 1, "%llu", &start) != 1)
-		return 0;
-	return start;
-}
-
 /* ---- names ---------------------------------------------------------------- */
 
 static int shm_check_name(const char *name)
 {
-	size_t n = strnlen(name, RDMAQ_NAME_MAX + 1);
+	size_t n = strnlen(name, RDMAQ_SHM_NAME_MAX + 1);
 
-	if (n == 0 || n > RDMAQ_NAME_MAX)
+	if (n == 0 || n > RDMAQ_SHM_NAME_MAX)
 		return rdmaq_set_err(-EINVAL, "queue name must have 1..%d characters",
-				     RDMAQ_NAME_MAX);
+				     RDMAQ_SHM_NAME_MAX);
 	if (strchr(name, '/'))
 		return rdmaq_set_err(-EINVAL, "queue name must not contain '/': %s", name);
 	return 0;
@@ -253,12 +133,14 @@ static int shm_path(char *buf, size_t len, const char *name)
 	return 0;
 }
 
-static void fmt_bytes(char *buf, size_t len, uint64_t n)
+/* Both figures in the unit of the first, and exact: a 4 MiB ring plus its header and
+ * 4 MiB free both round to 4.0 MiB. */
+static void fmt_bytes(char *buf, size_t len, uint64_t n, uint64_t unit_of)
 {
-	if (n >= (1ULL << 30))
-		snprintf(buf, len, "%.1f GiB", (double)n / (1ULL << 30));
+	if (unit_of >= (1ULL << 30))
+		snprintf(buf, len, "%.1f GiB (%" PRIu64 " bytes)", (double)n / (1ULL << 30), n);
 	else
-		snprintf(buf, len, "%.1f MiB", (double)n / (1ULL << 20));
+		snprintf(buf, len, "%.1f MiB (%" PRIu64 " bytes)", (double)n / (1ULL << 20), n);
 }
 
 /* Reserve the segment's memory now: tmpfs allocates lazily, and a write
@@ -266,7 +148,7 @@ static void fmt_bytes(char *buf, size_t len, uint64_t n)
 static int shm_reserve(int fd, uint64_t bytes)
 {
 	struct statvfs vfs;
-	char need[32], have[32];
+	char need[64], have[64];
 	int err;
 
 	err = posix_fallocate(fd, 0, (off_t)bytes);
@@ -277,11 +159,11 @@ static int shm_reserve(int fd, uint64_t bytes)
 		return 0;
 	}
 	if (err == ENOSPC) {
-		fmt_bytes(need, sizeof(need), bytes);
+		fmt_bytes(need, sizeof(need), bytes, bytes);
 		if (fstatvfs(fd, &vfs) == 0)
-			fmt_bytes(have, sizeof(have), (uint64_t)vfs.f_bavail * vfs.f_frsize);
+			fmt_bytes(have, sizeof(have), (uint64_t)vfs.f_bavail * vfs.f_frsize, bytes);
 		else
-			snprintf(have, sizeof(have), "less");
+			snprintf(have, sizeof(have), "less than that");
 		return rdmaq_set_err(-ENOSPC,
 				     "/dev/shm is too small: this queue needs %s, %s is free; give the "
 				     "container more shared memory (docker run --shm-size=1g, or --ipc=host) "
@@ -297,7 +179,7 @@ static int shm_reserve(int fd, uint64_t bytes)
 /* Create a fresh segment under an unguessable name; a squatter costs a retry. */
 static int shm_create(char *name, size_t name_len, uint64_t bytes, void **out)
 {
-	char path[RDMAQ_NAME_MAX + 2];
+	char path[RDMAQ_SHM_NAME_MAX + 2];
 	void *p;
 	int fd = -1, ret, i;
 
@@ -334,8 +216,8 @@ clean_fd:
 /* ---- writer --------------------------------------------------------------- */
 
 struct rdmaq_shm_writer {
-	struct rdmaq_writer w; /* first: the core casts back */
-	char name[RDMAQ_NAME_MAX + 1];
+	struct rdmaq_writer w;
+	char name[RDMAQ_SHM_NAME_MAX + 1];
 	void *base;
 	uint64_t seg_bytes;
 	struct rdmaq_shm_layout l;
@@ -345,7 +227,7 @@ struct rdmaq_shm_writer {
 	struct rdmaq_shm_peer peers[];
 };
 
-#define to_shm_writer(wp) ((struct rdmaq_shm_writer *)(wp))
+#define to_shm_writer(wp) container_of(wp, struct rdmaq_shm_writer, w)
 
 static struct rdmaq_ring_ctrl *shm_writer_ring(struct rdmaq_shm_writer *w)
 {
@@ -359,7 +241,7 @@ static bool shm_reader_closed(struct rdmaq_shm_writer *w, uint32_t i)
 
 static void shm_writer_unlink(struct rdmaq_shm_writer *w)
 {
-	char path[RDMAQ_NAME_MAX + 2];
+	char path[RDMAQ_SHM_NAME_MAX + 2];
 
 	if (w->unlinked)
 		return;
@@ -374,7 +256,7 @@ static int shm_writer_poll_ready(struct rdmaq_writer *wp)
 	uint32_t i;
 
 	for (i = 0; i < wp->cfg.n_readers; i++)
-		if (smp_load_acquire(&w->l.attach[i].state) != ATTACH_DONE)
+		if (smp_load_acquire(&w->l.attach[i].state) != RDMAQ_SHM_ATTACH_DONE)
 			return 0;
 	return 1;
 }
@@ -388,7 +270,7 @@ static int shm_writer_ready_timeout(struct rdmaq_writer *wp)
 	bool cut = false;
 
 	for (i = 0; i < wp->cfg.n_readers; i++) {
-		if (smp_load_acquire(&w->l.attach[i].state) == ATTACH_DONE)
+		if (smp_load_acquire(&w->l.attach[i].state) == RDMAQ_SHM_ATTACH_DONE)
 			have++;
 		else if (len + 16 > sizeof(missing))
 			cut = true;
@@ -412,7 +294,7 @@ static int shm_writer_connect(struct rdmaq_writer *wp)
 
 		if (shm_reader_closed(w, i) || w->peers[i].pid)
 			continue;
-		if (peer_open(&w->peers[i], pid))
+		if (rdmaq_shm_peer_watch(&w->peers[i], pid))
 			return rdmaq_set_err(-EOWNERDEAD,
 					     "reader %u (pid %d) died before the queue was ready",
 					     i, pid);
@@ -479,8 +361,9 @@ static void shm_writer_destroy(struct rdmaq_writer *wp)
 	uint32_t i;
 
 	for (i = 0; i < wp->cfg.n_readers; i++)
-		peer_close(&w->peers[i]);
-	shm_writer_unlink(w);
+		rdmaq_shm_peer_unwatch(&w->peers[i]);
+	if (!rdmaq_forked(wp->forks)) /* a forked child's copy: the name is the parent's */
+		shm_writer_unlink(w);
 	if (w->base)
 		munmap(w->base, w->seg_bytes);
 	free(w);
@@ -498,12 +381,12 @@ static int shm_writer_check_peer(void *ep)
 			continue;
 		if (p->pid == 0) {
 			/* Not connected yet: watch readers that have attached. */
-			if (smp_load_acquire(&w->l.attach[i].state) != ATTACH_DONE)
+			if (smp_load_acquire(&w->l.attach[i].state) != RDMAQ_SHM_ATTACH_DONE)
 				continue;
-			if (peer_open(p, READ_ONCE(w->l.attach[i].pid)))
+			if (rdmaq_shm_peer_watch(p, READ_ONCE(w->l.attach[i].pid)))
 				goto dead;
 		}
-		if (peer_dead(p))
+		if (rdmaq_shm_peer_exited(p))
 			goto dead;
 		continue;
 dead:
@@ -515,6 +398,13 @@ dead:
 	return 0;
 }
 
+static int shm_writer_reader_dead(struct rdmaq_writer *wp, uint32_t i)
+{
+	struct rdmaq_shm_peer *p = &to_shm_writer(wp)->peers[i];
+
+	return p->pid && rdmaq_shm_peer_exited(p);
+}
+
 static const struct rdmaq_writer_ops shm_writer_ops = {
 	.poll_ready = shm_writer_poll_ready,
 	.ready_timeout = shm_writer_ready_timeout,
@@ -523,6 +413,7 @@ static const struct rdmaq_writer_ops shm_writer_ops = {
 	.flush = shm_writer_flush,
 	.mark_closed = shm_writer_mark_closed,
 	.interrupt = shm_writer_interrupt,
+	.reader_dead = shm_writer_reader_dead,
 	.destroy = shm_writer_destroy,
 };
 
@@ -547,15 +438,15 @@ int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config
 	if (!w)
 		return rdmaq_set_err(-ENOMEM, "out of memory");
 	for (i = 0; i < cfg->n_readers; i++)
-		w->peers[i].pidfd = -1;
+		w->peers[i] = RDMAQ_SHM_PEER_INIT;
 	w->seg_bytes = shm_seg_bytes(cfg);
 	ret = shm_create(w->name, sizeof(w->name), w->seg_bytes, &w->base);
 	if (ret)
 		goto clean_w;
-	w->l = shm_layout(w->base, cfg->n_readers);
+	w->l = rdmaq_shm_layout(w->base, cfg->n_readers);
 	h = w->l.hdr;
 	*h = (struct rdmaq_shm_hdr){
-		.version = RDMAQ_VERSION,
+		.version = RDMAQ_SHM_VERSION,
 		.n_readers = cfg->n_readers,
 		.slot_bytes = cfg->slot_bytes,
 		.slots = cfg->slots,
@@ -563,7 +454,7 @@ int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config
 		.max_message = cfg->max_message,
 		.key = rdmaq_random_u64(),
 		.seg_bytes = w->seg_bytes,
-		.writer_start = proc_start_time(getpid()),
+		.writer_start = rdmaq_proc_start_time(getpid()),
 	};
 	for (i = 0; i < cfg->n_readers; i++)
 		w->l.credits[i].next_seq = 1;
@@ -573,7 +464,8 @@ int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config
 		.sleeping = &w->l.wwait->sleeping,
 	};
 	w->w.waiter.ep = &w->sleep;
-	/* Readers trust the segment once the magic is there. */
+	/* Readers trust the segment once the magic is there (pairs with the
+	 * acquire load in shm_open_segment). */
 	smp_store_release(&h->magic, RDMAQ_MAGIC);
 	*out = &w->w;
 	return 0;
@@ -585,13 +477,13 @@ clean_w:
 
 const char *rdmaq_shm_writer_name(const struct rdmaq_writer *wp)
 {
-	return ((const struct rdmaq_shm_writer *)wp)->name;
+	return container_of(wp, const struct rdmaq_shm_writer, w)->name;
 }
 
 /* ---- reader --------------------------------------------------------------- */
 
 struct rdmaq_shm_reader {
-	struct rdmaq_reader r; /* first: the core casts back */
+	struct rdmaq_reader r;
 	void *base;
 	uint64_t seg_bytes;
 	struct rdmaq_shm_layout l;
@@ -599,7 +491,7 @@ struct rdmaq_shm_reader {
 	struct rdmaq_shm_sleep sleep; /* on the ring's doorbell */
 };
 
-#define to_shm_reader(rp) ((struct rdmaq_shm_reader *)(rp))
+#define to_shm_reader(rp) container_of(rp, struct rdmaq_shm_reader, r)
 
 static struct rdmaq_ring_ctrl *shm_reader_ring(struct rdmaq_shm_reader *r)
 {
@@ -628,7 +520,7 @@ static void shm_reader_destroy(struct rdmaq_reader *rp)
 
 	if (r->base)
 		munmap(r->base, r->seg_bytes);
-	peer_close(&r->writer);
+	rdmaq_shm_peer_unwatch(&r->writer);
 	free(r);
 }
 
@@ -636,7 +528,7 @@ static int shm_reader_check_peer(void *ep)
 {
 	struct rdmaq_shm_reader *r = container_of(ep, struct rdmaq_shm_reader, sleep);
 
-	if (peer_dead(&r->writer))
+	if (rdmaq_shm_peer_exited(&r->writer))
 		return rdmaq_set_err(-EOWNERDEAD, "writer (pid %d) died", r->writer.pid);
 	return 0;
 }
@@ -657,7 +549,7 @@ static const struct rdmaq_wait_ops shm_reader_wait_ops = {
 /* Map a segment by name and check it is a whole rdmaq queue; fills *cfg from it. */
 static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct rdmaq_config *cfg)
 {
-	char path[RDMAQ_NAME_MAX + 2];
+	char path[RDMAQ_SHM_NAME_MAX + 2];
 	struct rdmaq_shm_hdr h;
 	struct stat st;
 	void *p;
@@ -692,15 +584,17 @@ static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct
 	close(fd);
 	r->base = p;
 	r->seg_bytes = (uint64_t)st.st_size;
-	/* One private copy; nothing below reads the header again. */
-	memcpy(&h, p, sizeof(h));
+	/* The magic first, with acquire: it pairs with the writer's release
+	 * store in rdmaq_shm_writer_create, so the copy below sees the fields
+	 * stored before it.  One private copy; nothing below reads the header again. */
 	if (smp_load_acquire(&((struct rdmaq_shm_hdr *)p)->magic) != RDMAQ_MAGIC)
 		return rdmaq_set_err(-EPROTO, "%s is not an rdmaq queue", path);
-	if (h.version != RDMAQ_VERSION)
+	memcpy(&h, p, sizeof(h));
+	if (h.version != RDMAQ_SHM_VERSION)
 		return rdmaq_set_err(-EPROTO,
-				     "%s is an rdmaq v%u queue, this is v%u: writer and reader "
-				     "run different rdmaq releases",
-				     path, h.version, RDMAQ_VERSION);
+				     "%s has shm segment format v%u, this rdmaq reads v%u: writer "
+				     "and reader run different rdmaq releases",
+				     path, h.version, RDMAQ_SHM_VERSION);
 	*cfg = (struct rdmaq_config){
 		.n_readers = h.n_readers,
 		.slot_bytes = h.slot_bytes,
@@ -708,14 +602,19 @@ static int shm_open_segment(const char *name, struct rdmaq_shm_reader *r, struct
 		.max_message = h.max_message,
 	};
 	ret = rdmaq_config_check(cfg);
-	if (ret)
-		return rdmaq_set_err(-EPROTO, "%s has a corrupt header: %s", path, rdmaq_errmsg());
+	if (ret) {
+		char why[256];
+
+		/* Copied out first: rdmaq_set_err formats into the buffer it quotes. */
+		snprintf(why, sizeof(why), "%s", rdmaq_errmsg());
+		return rdmaq_set_err(-EPROTO, "%s has a corrupt header: %s", path, why);
+	}
 	if (h.seg_bytes != shm_seg_bytes(cfg) || h.seg_bytes != r->seg_bytes)
 		return rdmaq_set_err(-EPROTO,
 				     "%s is %" PRIu64 " bytes, its header describes %" PRIu64
 				     " (layout %" PRIu64 ")",
 				     path, r->seg_bytes, h.seg_bytes, shm_seg_bytes(cfg));
-	r->l = shm_layout(p, cfg->n_readers);
+	r->l = rdmaq_shm_layout(p, cfg->n_readers);
 	r->writer.pid = h.writer_pid;
 	r->r.key = h.key;
 	return 0;
@@ -731,7 +630,7 @@ int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_
 	struct rdmaq_shm_reader *r;
 	struct rdmaq_shm_attach *att;
 	struct rdmaq_config cfg;
-	uint32_t expect = ATTACH_FREE;
+	uint32_t expect = RDMAQ_SHM_ATTACH_FREE;
 	uint64_t key;
 	pid_t writer_pid;
 	int ret;
@@ -742,7 +641,7 @@ int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return rdmaq_set_err(-ENOMEM, "out of memory");
-	r->writer.pidfd = -1;
+	r->writer = RDMAQ_SHM_PEER_INIT;
 	ret = shm_open_segment(name, r, &cfg);
 	if (ret)
 		goto clean_r;
@@ -754,12 +653,12 @@ int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_
 	cfg.spin_ns = spin_ns;
 	key = r->r.key;
 	writer_pid = r->writer.pid;
-	if (peer_open(&r->writer, writer_pid) || peer_dead(&r->writer)) {
+	if (rdmaq_shm_peer_watch(&r->writer, writer_pid) || rdmaq_shm_peer_exited(&r->writer)) {
 		ret = rdmaq_set_err(-EOWNERDEAD, "writer (pid %d) is gone", writer_pid);
 		goto clean_r;
 	}
 	att = &r->l.attach[index];
-	if (!__atomic_compare_exchange_n(&att->state, &expect, ATTACH_CLAIMED, false,
+	if (!__atomic_compare_exchange_n(&att->state, &expect, RDMAQ_SHM_ATTACH_CLAIMED, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		ret = rdmaq_set_err(-EBUSY, "reader index %u is already attached (pid %d)", index,
 				    READ_ONCE(att->pid));
@@ -776,7 +675,7 @@ int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_
 	 * elsewhere. */
 	r->r.credit_batch = 1;
 	WRITE_ONCE(att->pid, getpid());
-	smp_store_release(&att->state, ATTACH_DONE);
+	smp_store_release(&att->state, RDMAQ_SHM_ATTACH_DONE);
 	shm_wake_writer(r->l.wwait);
 	*out = &r->r;
 	return 0;
@@ -784,7 +683,7 @@ int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_
 clean_r:
 	if (r->base)
 		munmap(r->base, r->seg_bytes);
-	peer_close(&r->writer);
+	rdmaq_shm_peer_unwatch(&r->writer);
 	free(r);
 	return ret;
 }
@@ -793,7 +692,7 @@ clean_r:
 
 int rdmaq_shm_segment_stale(const char *name)
 {
-	char path[RDMAQ_NAME_MAX + 2];
+	char path[RDMAQ_SHM_NAME_MAX + 2];
 	struct rdmaq_shm_hdr h;
 	uint64_t start;
 	ssize_t n;
@@ -816,6 +715,6 @@ int rdmaq_shm_segment_stale(const char *name)
 		return 0; /* not ours, or still being created */
 	if (kill(h.writer_pid, 0) < 0 && errno == ESRCH)
 		return 1;
-	start = proc_start_time(h.writer_pid);
+	start = rdmaq_proc_start_time(h.writer_pid);
 	return h.writer_start && start && start != h.writer_start;
 }

@@ -17,8 +17,10 @@
 /* Process-wide: 0 not probed yet, 1 honoured, -errno refused or ignored. */
 static int rdmaq_slice_state;
 static char rdmaq_slice_why[160];
-/* This thread was left with the short slice (restore off): skip the syscalls. */
+/* This thread was left with the short slice (kept): skip the syscalls. */
 static __thread uint32_t rdmaq_thread_slice_ns;
+/* The thread's own attributes, from before its first short slice: what a restore gives back. */
+static __thread struct rdmaq_sched_attr rdmaq_thread_saved;
 
 static int sched_getattr_self(struct rdmaq_sched_attr *a)
 {
@@ -84,39 +86,47 @@ static int slice_probe(const struct rdmaq_sched_attr *cur, uint32_t want_ns)
 int rdmaq_slice_enter(struct rdmaq_slice *s)
 {
 	int state = __atomic_load_n(&rdmaq_slice_state, __ATOMIC_ACQUIRE);
+	struct rdmaq_sched_attr *saved = &rdmaq_thread_saved;
 	int ret;
 
 	s->applied = false;
 	if (!s->want_ns || state < 0)
 		return 0;
-	if (!s->restore && rdmaq_thread_slice_ns == s->want_ns)
+	if (rdmaq_thread_slice_ns == s->want_ns) {
+		s->applied = true;
 		return 1;
-	if (sched_getattr_self(&s->saved) || !fair_policy(s->saved.sched_policy))
+	}
+	if (sched_getattr_self(saved) || !fair_policy(saved->sched_policy))
 		return 0; /* SCHED_IDLE, real-time, ...: the caller chose; leave it */
 	if (state == 0) {
-		ret = slice_probe(&s->saved, s->want_ns);
+		ret = slice_probe(saved, s->want_ns);
 		__atomic_store_n(&rdmaq_slice_state, ret > 0 ? 1 : ret, __ATOMIC_RELEASE);
 		if (ret <= 0) {
-			sched_setattr_self(&s->saved, s->saved.sched_runtime, false);
+			sched_setattr_self(saved, saved->sched_runtime, false);
 			return 0;
 		}
-	} else if (s->saved.sched_runtime == s->want_ns) {
-		/* Already short (a previous block without restore, or the user). */
-	} else if (sched_setattr_self(&s->saved, s->want_ns, true)) {
+	} else if (saved->sched_runtime == s->want_ns) {
+		/* Already short: the user asked for this slice. */
+	} else if (sched_setattr_self(saved, s->want_ns, true)) {
 		return 0;
 	}
 	s->applied = true;
-	rdmaq_thread_slice_ns = s->restore ? 0 : s->want_ns;
+	rdmaq_thread_slice_ns = s->want_ns;
 	return 1;
 }
 
 void rdmaq_slice_leave(struct rdmaq_slice *s)
 {
+	struct rdmaq_sched_attr *saved = &rdmaq_thread_saved;
+
 	if (!s->applied)
 		return;
 	s->applied = false;
-	if (s->restore && s->saved.sched_runtime != s->want_ns)
-		sched_setattr_self(&s->saved, s->saved.sched_runtime, false);
+	if (!s->restore)
+		return;
+	rdmaq_thread_slice_ns = 0;
+	if (saved->sched_runtime != s->want_ns)
+		sched_setattr_self(saved, saved->sched_runtime, false);
 }
 
 uint32_t rdmaq_slice_effective(const struct rdmaq_slice *s)
@@ -130,9 +140,9 @@ int rdmaq_sched_slice_probe(uint32_t slice_ns)
 	int state = __atomic_load_n(&rdmaq_slice_state, __ATOMIC_ACQUIRE);
 	int ret;
 
-	if (slice_ns < RDMAQ_SLICE_MIN_NS || slice_ns > RDMAQ_SLICE_MAX_NS)
-		return rdmaq_set_err(-EINVAL, "slice must be in %u..%u ns, got %u",
-				     RDMAQ_SLICE_MIN_NS, RDMAQ_SLICE_MAX_NS, slice_ns);
+	if (slice_ns < RDMAQ_MIN_SLICE_NS || slice_ns > RDMAQ_MAX_SLICE_NS)
+		return rdmaq_set_err(-EINVAL, "slice must be in %d..%d ns, got %u",
+				     RDMAQ_MIN_SLICE_NS, RDMAQ_MAX_SLICE_NS, slice_ns);
 	if (state < 0) {
 		rdmaq_set_err(state, "%s", rdmaq_slice_why);
 		return 0;

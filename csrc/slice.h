@@ -8,7 +8,10 @@
  * own, shorter slice through sched_attr.sched_runtime, without privilege,
  * and a woken task with a shorter slice preempts the running one
  * (PREEMPT_SHORT).  So a waiter asks for a short slice just before it
- * first blocks, and by default keeps it.  Giving the thread its own slice
+ * first blocks, and by default keeps it.  300 µs by default rather than the
+ * kernel's 100 µs minimum: a woken reader that has run out of its slice is
+ * preempted by the hogs while it unpickles its message (seen in scheduler
+ * traces).  Giving the thread its own slice
  * back after each wake-up (restore) was measured too (docs/benchmarks.md):
  * a reader that is then preempted by a sibling woken on its CPU queues
  * behind the CPU hogs for a whole slice, and at a 1 ms pace that left
@@ -23,9 +26,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-
-#define RDMAQ_SLICE_MIN_NS 100000U /* the kernel's clamp */
-#define RDMAQ_SLICE_MAX_NS 100000000U
 
 /* struct sched_attr of sched_setattr(2), SCHED_ATTR_SIZE_VER1. */
 struct rdmaq_sched_attr {
@@ -43,14 +43,13 @@ struct rdmaq_sched_attr {
 
 struct rdmaq_slice {
 	uint32_t want_ns; /* 0: never ask */
-	bool restore;	  /* the thread's own slice back after waking */
+	bool restore;	  /* the thread's own slice back after every wake-up */
 	bool applied;	  /* asked for in the current block */
-	struct rdmaq_sched_attr saved;
 };
 
 /* Ask for the short slice before blocking: 1 applied, 0 not (off, unsupported, other policy). */
 int rdmaq_slice_enter(struct rdmaq_slice *s);
-/* After waking: restore the thread's own slice if the slice asks for it. */
+/* After waking: give the thread its own slice back if `restore`, else keep the short one. */
 void rdmaq_slice_leave(struct rdmaq_slice *s);
 /* The slice in effect for this endpoint's blocks: want_ns, or 0 when the kernel refuses it. */
 uint32_t rdmaq_slice_effective(const struct rdmaq_slice *s);

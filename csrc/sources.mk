@@ -10,6 +10,6 @@
 CORE_SRCS := ring.c wait.c cadence.c slice.c busy.c error.c
 
 # Transports.
-SHM_SRCS := shm.c
+SHM_SRCS := shm.c shm_proc.c
 VERBS_SRCS := verbs_stats.c verbs_proc.c verbs_choice.c verbs_hub.c verbs_live.c verbs_grave.c \
 	verbs_ctx.c verbs_qp.c verbs_pool.c verbs_ep.c verbs_writer.c verbs_reader.c

@@ -26,7 +26,7 @@
 /* The hub's callback, under its lock: a doorbell for this endpoint arrived. */
 static void ep_doorbell(struct rdmaq_verbs_hub_client *c)
 {
-	struct rdmaq_verbs_ep *ep = rdmaq_container_of(c, struct rdmaq_verbs_ep, hub);
+	struct rdmaq_verbs_ep *ep = container_of(c, struct rdmaq_verbs_ep, hub);
 
 	__atomic_add_fetch(&ep->doorbells, 1, __ATOMIC_SEQ_CST);
 	/* Pairs with the barrier between setting `sleeping` and the

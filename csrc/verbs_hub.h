@@ -19,13 +19,11 @@
 
 #define RDMAQ_VERBS_SRQ_DEPTH 4096 /* receives shared by all QPs */
 
-/* A client finds itself from the entry a callback is given. */
-#define rdmaq_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
-
 /*
  * A client's entry: an endpoint, rung by each WRITE_WITH_IMM whose immediate
  * data is its id, or a QP, failed by a receive error or an async event on
  * it (its qp_context must point at the entry: async events find it there).
+ * A callback finds its client from the entry with container_of.
  */
 struct rdmaq_verbs_hub_client {
 	struct rdmaq_verbs_hub_client *next;

@@ -40,7 +40,7 @@ static void qp_fail_locked(struct rdmaq_verbs_qp *q, int err, const char *fmt, .
 /* The hub's callback: a failed receive or an async event broke the QP. */
 static void qp_hub_fail(struct rdmaq_verbs_hub_client *c, int err, const char *why)
 {
-	struct rdmaq_verbs_qp *q = rdmaq_container_of(c, struct rdmaq_verbs_qp, hub);
+	struct rdmaq_verbs_qp *q = container_of(c, struct rdmaq_verbs_qp, hub);
 
 	pthread_mutex_lock(&q->lock);
 	qp_fail_locked(q, err, "%s", why);

@@ -27,7 +27,7 @@
 #include "verbs_qp.h"
 
 struct rdmaq_verbs_reader {
-	struct rdmaq_reader r; /* first: the core casts back */
+	struct rdmaq_reader r;
 	struct rdmaq_verbs_ep ep;
 	struct rdmaq_verbs_ctx *ctx;
 	uint8_t *map; /* ring, then one page of local scratch */
@@ -47,7 +47,7 @@ struct rdmaq_verbs_reader {
 	struct pollfd pfds[RDMAQ_VERBS_EP_NFDS + 1];
 };
 
-#define to_vreader(rp) ((struct rdmaq_verbs_reader *)(rp))
+#define to_vreader(rp) container_of(rp, struct rdmaq_verbs_reader, r)
 
 static int vr_post_credit(struct rdmaq_verbs_reader *r, uint64_t value, bool imm, bool fence)
 {

@@ -35,6 +35,11 @@
 #include "verbs_pool.h"
 #include "verbs_qp.h"
 
+/* Readers' rings are in the ring format, which crosses hosts under the bootstrap's
+ * protocol version (PROTO, rdmaq/transport/verbs/protocol.py): a new ring format is a
+ * new PROTO, then this. */
+_Static_assert(RDMAQ_VERSION == 2, "the ring format changed: bump the verbs bootstrap's PROTO");
+
 #define RDMAQ_VERBS_BATCH 32 /* WRs per ibv_post_send */
 
 struct rdmaq_verbs_wpeer {
@@ -49,7 +54,7 @@ struct rdmaq_verbs_wpeer {
 };
 
 struct rdmaq_verbs_writer {
-	struct rdmaq_writer w; /* first: the core casts back */
+	struct rdmaq_writer w;
 	struct rdmaq_verbs_ep ep;
 	struct rdmaq_verbs_ctx *ctx;
 	uint8_t *staging; /* ctrl + slots, as in every reader */
@@ -75,11 +80,13 @@ struct rdmaq_verbs_writer {
 	struct rdmaq_verbs_wpeer peers[];
 };
 
-#define to_vwriter(wp) ((struct rdmaq_verbs_writer *)(wp))
+#define to_vwriter(wp) container_of(wp, struct rdmaq_verbs_writer, w)
 
-static bool peer_open(struct rdmaq_verbs_writer *w, uint32_t i)
+/* Reader i gets records: attached, and neither closed nor dropped. */
+static bool peer_receives(struct rdmaq_verbs_writer *w, uint32_t i)
 {
-	return w->peers[i].attached && READ_ONCE(w->credits[i].next_seq) != RDMAQ_CREDIT_CLOSED;
+	return w->peers[i].attached && READ_ONCE(w->credits[i].next_seq) != RDMAQ_CREDIT_CLOSED &&
+	       !rdmaq_writer_dropped(&w->w, i);
 }
 
 /* Reader i's liveness socket ended (known, or checked now): stop polling it. */
@@ -263,7 +270,7 @@ static int vw_flush(struct rdmaq_writer *wp, bool doorbell)
 	for (i = 0; i < n; i++) {
 		struct rdmaq_verbs_wpeer *p = &w->peers[i];
 
-		w->done[i] = !peer_open(w, i);
+		w->done[i] = !peer_receives(w, i);
 		if (w->done[i])
 			continue;
 		p->q = &p->pool->qps[(uint32_t)cpu % p->pool->n];
@@ -313,7 +320,7 @@ static int vw_mark_closed(struct rdmaq_writer *wp, uint64_t closed_seq)
 	ctrl->closed_seq = closed_seq;
 	/* Best effort per reader: a dead reader must not fail close(). */
 	for (i = 0; i < wp->cfg.n_readers; i++)
-		if (peer_open(w, i) && peer_alive(w, i) &&
+		if (peer_receives(w, i) && peer_alive(w, i) &&
 		    !rdmaq_verbs_pool_broken(w->peers[i].pool, true))
 			vw_post_ctrl(w, i, offsetof(struct rdmaq_ring_ctrl, closed_seq),
 				     sizeof(ctrl->closed_seq));
@@ -337,7 +344,7 @@ static int vw_refresh_credit(struct rdmaq_writer *wp)
 		uint64_t c = READ_ONCE(w->credits[i].next_seq), v;
 		struct rdmaq_verbs_wr wr;
 
-		if (!peer_open(w, i) || !peer_alive(w, i) ||
+		if (!peer_receives(w, i) || !peer_alive(w, i) ||
 		    rdmaq_verbs_pool_broken(p->pool, true) || c >= wp->next_seq)
 			continue;
 		rdmaq_verbs_wr_read(&wr, w->staging_mr, &w->cursors[i], sizeof(w->cursors[i]),
@@ -353,6 +360,11 @@ static int vw_refresh_credit(struct rdmaq_writer *wp)
 						    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 	}
 	return 0;
+}
+
+static int vw_reader_dead(struct rdmaq_writer *wp, uint32_t i)
+{
+	return peer_receives(to_vwriter(wp), i) && peer_gone(to_vwriter(wp), i);
 }
 
 static void vw_interrupt(struct rdmaq_writer *wp)
@@ -483,7 +495,7 @@ static int vw_check_peer(void *ep)
 		struct rdmaq_verbs_wpeer *p = &w->peers[i];
 		struct rdmaq_verbs_qp *q;
 
-		if (!peer_open(w, i))
+		if (!peer_receives(w, i))
 			continue;
 		if (p->live.gone)
 			return rdmaq_verbs_live_err(&p->live, p->who);
@@ -502,6 +514,7 @@ static const struct rdmaq_writer_ops vw_ops = {
 	.mark_closed = vw_mark_closed,
 	.refresh_credit = vw_refresh_credit,
 	.interrupt = vw_interrupt,
+	.reader_dead = vw_reader_dead,
 	.destroy = vw_destroy,
 };
 

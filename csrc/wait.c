@@ -7,16 +7,27 @@
  *    message is due, then spin through a short window.  The message finds
  *    the reader running, so no wake-up is paid, for a CPU cost bounded
  *    per message.
- * 2. Spin briefly.  The budget adapts like folly's TurnSequencer: a wait
- *    that ends while spinning raises it to twice the time it took, a wait
- *    that had to block halves it, so a paced or idle reader converges to
- *    a short spin and ~0 CPU.
+ * 2. Spin briefly, within an adaptive budget: a wait that ends while
+ *    spinning raises it to twice the time it took, a wait that had to
+ *    block halves it, down to RDMAQ_MIN_SPIN_NS, so a paced or idle reader
+ *    converges to a 1 µs spin and ~0 CPU.  Once there it stays there until
+ *    a message arrives within that microsecond.  folly's TurnSequencer
+ *    adapts its spin too, but probes back up: MPMCQueue spins the whole
+ *    budget again every 128th turn to learn whether spinning pays again.
+ *    Such a probe was measured here and left out (docs/benchmarks.md,
+ *    Caveats: on the 2-core machine its spins gained nothing and its
+ *    failed probes showed at p99); steady traffic is left to (1).
  * 3. Block in the kernel (futex, completion channel), asking for a short
  *    scheduler slice (slice.h) so that, on a busy machine, the wake-up
- *    preempts whatever runs instead of queueing behind it.
+ *    preempts whatever runs instead of queueing behind it; when the next
+ *    message is far, settle the scheduler lag first (rdmaq_wait_settle).
  *
  * A spin that loses its CPU (a gap in the clock) stops spinning: under
- * contention spinning only burns the slice that blocking would keep.
+ * contention spinning only burns the slice that blocking would keep.  On an
+ * oversubscribed CPU a wait does not spin at all, unless RDMAQ_BUSY_SPIN_US
+ * (under evaluation) gives it a fixed budget: the count of runnable tasks
+ * cannot tell CPU hogs that take the CPU from us from hogs that rarely do
+ * (SCHED_IDLE ones, or another session's under autogroup).
  *
  * Blocked waits return -EINTR when a signal handler ran and, if asked
  * (main_returns), on the main thread every RDMAQ_PEER_CHECK_NS: Python's
@@ -24,6 +35,10 @@
  * that lands while we spin interrupts no system call.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,7 +52,7 @@
 #define RDMAQ_PREEMPT_GAP_NS   200000LL
 #define RDMAQ_MIN_NAP_NS       20000LL	/* shorter naps cost more than they save */
 #define RDMAQ_NAP_LATE_NS      500000LL /* a nap ending this late: the CPU is taken */
-#define RDMAQ_DEFAULT_SLICE_NS 100000U	/* see slice.h */
+#define RDMAQ_DEFAULT_SLICE_NS 300000U	/* see slice.h */
 
 int64_t rdmaq_now_ns(void)
 {
@@ -61,6 +76,7 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 		.spin_max_ns = spin_ns,
 		.spin_ns = spin_ns,
 		.anticipate = true,
+		.settle_far_ns = RDMAQ_SETTLE_FAR_NS,
 		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
 		.stats = stats,
 	};
@@ -68,14 +84,76 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 
 int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc)
 {
-	if (wc->slice_ns && (wc->slice_ns < RDMAQ_SLICE_MIN_NS || wc->slice_ns > RDMAQ_SLICE_MAX_NS))
-		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %u..%u ns, got %u",
-				     RDMAQ_SLICE_MIN_NS, RDMAQ_SLICE_MAX_NS, wc->slice_ns);
+	struct rdmaq_waiter env = *wt;
+	int ret;
+
+	if (wc->spin_ns > RDMAQ_MAX_SPIN_NS)
+		return rdmaq_set_err(-EINVAL, "spin must be at most %d ns, got %u",
+				     RDMAQ_MAX_SPIN_NS, wc->spin_ns);
+	if (wc->slice_ns && (wc->slice_ns < RDMAQ_MIN_SLICE_NS || wc->slice_ns > RDMAQ_MAX_SLICE_NS))
+		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %d..%d ns, got %u",
+				     RDMAQ_MIN_SLICE_NS, RDMAQ_MAX_SLICE_NS, wc->slice_ns);
+	ret = rdmaq_waiter_from_env(&env);
+	if (ret)
+		return ret;
+	*wt = env;
 	wt->spin_max_ns = wc->spin_ns;
 	wt->spin_ns = wc->spin_ns;
 	wt->anticipate = wc->anticipate != 0;
 	wt->main_returns = wc->main_returns != 0;
 	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
+	return 0;
+}
+
+/* *n from the environment variable `name` when set: a non-negative integer, else -EINVAL. */
+static int env_ll(const char *name, long long *n)
+{
+	const char *v = getenv(name);
+	char *end;
+
+	if (!v || !*v)
+		return 0;
+	errno = 0;
+	*n = strtoll(v, &end, 10);
+	if (*end || *n < 0 || errno)
+		return rdmaq_set_err(-EINVAL, "%s must be a non-negative integer, got %.40s", name,
+				     v);
+	return 0;
+}
+
+/*
+ * Read when an endpoint is configured, so that one benchmark run can
+ * compare values as queue variants (docs/benchmarks.md):
+ * RDMAQ_SETTLE_FAR_US=N settles the scheduler lag before a block when the
+ * next message cannot come within N µs (default 3000; 0: never);
+ * RDMAQ_WINDOW_FROM_SHORTEST=1, under evaluation, places windows as before
+ * (rdmaq_cadence.from_shortest); RDMAQ_BUSY_SPIN_US=N, under evaluation,
+ * spins up to N µs (at most 1 s) before blocking when the CPUs are
+ * oversubscribed, where a wait otherwise blocks at once (default 0).
+ */
+int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
+{
+	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, shortest = 0, busy_us = 0;
+	int ret = env_ll("RDMAQ_SETTLE_FAR_US", &far_us);
+
+	if (!ret)
+		ret = env_ll("RDMAQ_WINDOW_FROM_SHORTEST", &shortest);
+	if (!ret)
+		ret = env_ll("RDMAQ_BUSY_SPIN_US", &busy_us);
+	if (ret)
+		return ret;
+	if (far_us > 1000000000LL)
+		return rdmaq_set_err(-EINVAL, "RDMAQ_SETTLE_FAR_US must be at most 1e9, got %lld",
+				     far_us);
+	if (shortest > 1)
+		return rdmaq_set_err(-EINVAL, "RDMAQ_WINDOW_FROM_SHORTEST must be 0 or 1, got %lld",
+				     shortest);
+	if (busy_us > RDMAQ_BUSY_SPIN_MAX_NS / 1000)
+		return rdmaq_set_err(-EINVAL, "RDMAQ_BUSY_SPIN_US must be at most %u, got %lld",
+				     RDMAQ_BUSY_SPIN_MAX_NS / 1000, busy_us);
+	wt->settle_far_ns = far_us * 1000;
+	wt->window_from_shortest = shortest;
+	wt->busy_spin_ns = (uint32_t)(busy_us * 1000);
 	return 0;
 }
 
@@ -182,11 +260,11 @@ static int rdmaq_wait_adaptive_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond,
 }
 
 /*
- * One blocking round: announce, re-check, block for up to `slice_ns`.
- * Returns 1 when cond holds, 0 after a wake-up or the slice, <0 error.
+ * One blocking round: announce, re-check, block for up to `block_ns`.
+ * Returns 1 when cond holds, 0 after a wake-up or block_ns, <0 error.
  */
 static int rdmaq_block_once(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
-			    int64_t deadline, int64_t slice_ns, bool *blocked)
+			    int64_t deadline, int64_t block_ns, bool *blocked)
 {
 	int64_t now;
 	int ret;
@@ -207,10 +285,10 @@ static int rdmaq_block_once(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *a
 		wt->ops->finish(wt->ep);
 		return ret;
 	}
-	if (deadline >= 0 && deadline - now < slice_ns)
-		slice_ns = deadline - now;
+	if (deadline >= 0 && deadline - now < block_ns)
+		block_ns = deadline - now;
 	*blocked = true;
-	ret = wt->ops->block(wt->ep, slice_ns);
+	ret = wt->ops->block(wt->ep, block_ns);
 	wt->ops->finish(wt->ep);
 	if (ret < 0)
 		return ret;
@@ -310,6 +388,7 @@ static bool rdmaq_wait_plan(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 
 	if (!cad || !wt->anticipate || rdmaq_wait_busy(wt, now, busy_counted))
 		return false;
+	cad->from_shortest = wt->window_from_shortest;
 	return rdmaq_cadence_window(cad, now, win);
 }
 
@@ -317,22 +396,46 @@ int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad
 			      rdmaq_cond_fn cond, void *arg, int64_t deadline,
 			      struct rdmaq_cad_window *win)
 {
-	bool busy_counted = false;
 	int ret;
 
+	wt->busy_noted = false;
 	ret = cond(arg);
 	if (ret)
 		return ret < 0 ? ret : 0;
-	if (!rdmaq_wait_plan(wt, cad, win, &busy_counted))
+	/* A busy CPU found here is the next wait's: it counts once (busy_noted). */
+	if (!rdmaq_wait_plan(wt, cad, win, &wt->busy_noted))
 		return 0;
 	ret = rdmaq_wait_nap(wt, cad, cond, arg, deadline, win);
 	return ret < 0 ? ret : !ret;
 }
 
-static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
-			       int64_t deadline)
+/*
+ * Settle the thread's scheduler lag before a long sleep (settle_far_ns).
+ *
+ * EEVDF keeps a sleeper's lag: a thread that went to sleep owing CPU time
+ * (it ran ahead of its share: every reader that just handled a message
+ * under CPU hogs) comes back with no credit at best, and then preempts a
+ * hog only when its deadline, one short slice away, is earlier than the
+ * hog's: a hog within a slice of its own deadline keeps the CPU until the
+ * next tick (up to 4 ms at HZ=250; the 1.3 ms tail of the 10 ms pace).  A
+ * thread that waited in the run queue before sleeping owes nothing and is
+ * owed time: woken with positive lag, the hog is not eligible and the
+ * thread runs at once.  Waiting costs a tick at most, so it is done only
+ * when the next message is far: sched_yield() runs the thread behind what
+ * it owes now, and is an instant no-op when nothing else is runnable or the
+ * thread is owed time already.  (Asking for the short slice again, which
+ * also re-places the thread, was measured too: docs/benchmarks.md.)
+ */
+static void rdmaq_wait_settle(struct rdmaq_waiter *wt)
 {
-	int64_t start = rdmaq_now_ns(), last_check = start;
+	sched_yield();
+	wt->stats->settles++;
+}
+
+static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
+			       int64_t deadline, bool far)
+{
+	int64_t last_check = rdmaq_now_ns();
 	bool blocked;
 	int ret;
 
@@ -342,14 +445,17 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 			return ret;
 	}
 	rdmaq_slice_enter(&wt->slice);
+	if (far)
+		rdmaq_wait_settle(wt);
 	for (;;) {
 		int64_t now = rdmaq_now_ns();
-		int64_t slice = RDMAQ_PEER_CHECK_NS - (now - last_check);
+		/* Until the next peer check at most. */
+		int64_t block_ns = RDMAQ_PEER_CHECK_NS - (now - last_check);
 
-		if (slice < 0)
-			slice = 0;
+		if (block_ns < 0)
+			block_ns = 0;
 		wt->stats->sleeps++;
-		ret = rdmaq_block_once(wt, cond, arg, deadline, slice, &blocked);
+		ret = rdmaq_block_once(wt, cond, arg, deadline, block_ns, &blocked);
 		if (!blocked)
 			wt->stats->sleeps--; /* the re-check found it: never slept */
 		if (ret > 0) {
@@ -383,14 +489,34 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 	return ret;
 }
 
+/*
+ * Spin through busy_spin_ns on an oversubscribed CPU: 1 when cond holds, 0 when
+ * the budget ran out or the spin lost its CPU, <0 error.  The budget is fixed
+ * (a blocked wait does not shrink it): it is the user's bound on the CPU a
+ * wait may burn while other tasks are runnable.
+ */
+static int rdmaq_wait_busy_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
+				int64_t deadline)
+{
+	bool preempted;
+	int ret;
+
+	ret = rdmaq_spin(wt, cond, arg, rdmaq_now_ns() + wt->busy_spin_ns, deadline, &preempted);
+	if (ret <= 0)
+		return ret;
+	wt->stats->spins++;
+	return rdmaq_wait_met(wt, RDMAQ_HOW_SPIN, 0);
+}
+
 static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 			    const struct rdmaq_cad_window *planned, rdmaq_cond_fn cond, void *arg,
 			    int64_t deadline)
 {
 	struct rdmaq_cad_window win;
-	bool busy_counted = false;
+	bool busy_counted = wt->busy_noted, far, busy = false;
 	int ret;
 
+	wt->busy_noted = false;
 	ret = cond(arg);
 	if (ret)
 		return ret < 0 ? ret : rdmaq_wait_met(wt, RDMAQ_HOW_READY, 0);
@@ -402,12 +528,19 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 		if (ret)
 			return ret;
 	}
-	if (wt->spin_max_ns && !rdmaq_wait_busy(wt, rdmaq_now_ns(), &busy_counted)) {
+	if (wt->spin_max_ns || wt->busy_spin_ns)
+		busy = rdmaq_wait_busy(wt, rdmaq_now_ns(), &busy_counted);
+	if (wt->spin_max_ns && !busy) {
 		ret = rdmaq_wait_adaptive_spin(wt, cond, arg, deadline);
 		if (ret)
 			return ret;
+	} else if (busy && wt->busy_spin_ns) {
+		ret = rdmaq_wait_busy_spin(wt, cond, arg, deadline);
+		if (ret)
+			return ret;
 	}
-	return rdmaq_wait_blocking(wt, cond, arg, deadline);
+	far = cad && wt->settle_far_ns && rdmaq_cadence_far(cad, rdmaq_now_ns(), wt->settle_far_ns);
+	return rdmaq_wait_blocking(wt, cond, arg, deadline, far);
 }
 
 int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,

@@ -16,6 +16,8 @@
 
 #define RDMAQ_PEER_CHECK_NS 100000000LL /* liveness check period when blocked */
 #define RDMAQ_MIN_SPIN_NS   1000U	/* the adaptive spin never shrinks below */
+#define RDMAQ_SETTLE_FAR_NS 3000000LL	/* default settle_far_ns (RDMAQ_SETTLE_FAR_US) */
+#define RDMAQ_BUSY_SPIN_MAX_NS 1000000000U /* RDMAQ_BUSY_SPIN_US at most 1 s */
 
 /*
  * How an endpoint blocks.  prepare() announces the sleep (so peers know to
@@ -49,6 +51,12 @@ struct rdmaq_waiter {
 	int cancelled;	   /* set by another thread: fail with -ECANCELED */
 	bool anticipate;   /* readers: use the cadence (rdmaq_wait_next) */
 	bool main_returns; /* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
+	bool busy_noted;   /* the nap before this wait counted stats->busy already */
+	/* Settle the scheduler lag before blocking when the next message is this far (0: never). */
+	int64_t settle_far_ns;
+	/* Under evaluation (RDMAQ_BUSY_SPIN_US): spin this long even on an oversubscribed CPU. */
+	uint32_t busy_spin_ns;
+	bool window_from_shortest; /* under evaluation: rdmaq_cadence.from_shortest */
 	struct rdmaq_slice slice;
 	int64_t met_ns; /* when the last wait's condition was seen to hold */
 	enum rdmaq_wait_how how;
@@ -60,6 +68,8 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 		       uint32_t spin_ns, struct rdmaq_stats *stats);
 /* Apply a user's wait configuration; -EINVAL (nothing changed) when it is out of range. */
 int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc);
+/* What the environment sets (wait.c says what); -EINVAL, naming the variable, when malformed. */
+int rdmaq_waiter_from_env(struct rdmaq_waiter *wt);
 
 /*
  * Returns 1 when the condition holds, 0 to keep waiting, or a negative

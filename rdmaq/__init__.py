@@ -8,6 +8,7 @@
 from .errors import (
     ClosedError,
     Error,
+    ForkedError,
     IndexInUseError,
     MessageTooLarge,
     PeerClosedError,
@@ -17,11 +18,12 @@ from .errors import (
     SharedMemoryFullError,
 )
 from .handle import Handle
-from .queue import Reader, Writer, resolve_transport
+from .queue import Reader, Writer
+from .transport import resolve as resolve_transport
 
 __all__ = [
     "Writer", "Reader", "Handle", "resolve_transport", "Error", "ClosedError",
     "PeerClosedError", "PeerDeadError", "MessageTooLarge", "ProtocolError", "QueueNotFoundError",
-    "IndexInUseError", "SharedMemoryFullError",
+    "IndexInUseError", "SharedMemoryFullError", "ForkedError",
 ]
 __version__ = "0.1.0"

@@ -52,6 +52,11 @@ class MessageTooLarge(Error, ValueError):
     """A message above the queue's max_message_bytes."""
 
 
+class ForkedError(Error):
+    """An endpoint used in a process fork()ed from the one that made it: its queue
+    is the parent's (make endpoints in the process that uses them)."""
+
+
 _BY_ERRNO: dict[int, type[Error]] = {
     errno.ECANCELED: ClosedError,
     errno.EBADF: ClosedError,
@@ -63,6 +68,7 @@ _BY_ERRNO: dict[int, type[Error]] = {
     errno.ENOENT: QueueNotFoundError,
     errno.EBUSY: IndexInUseError,
     errno.ENOSPC: SharedMemoryFullError,
+    errno.ESTALE: ForkedError,
 }
 
 

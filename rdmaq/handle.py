@@ -1,18 +1,24 @@
-"""The small picklable token a writer hands to its readers.
+"""The small picklable token a writer hands to its readers, and the transports it can name.
 
 A handle names its transport and carries that transport's details: a
 :class:`ShmInfo` or a :class:`VerbsInfo`.  Handles pickle to a few hundred
 bytes.  A handle comes back from the caller, maybe from another host, so a
 reader checks all of it before use: ``Handle.check`` the common fields and
 the info's type, the transport every field of its info.
+
+``TRANSPORTS`` is the one list of transports: name, module, info type.  The
+info types live here, beside it, because a handle unpickles by their module
+path, also where a transport's extension does not load.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TypeGuard
 
+from ._rdmaq import lib as _core
+
 HANDLE_VERSION = 3  # 3: typed transport info (2: a dict)
-MAX_READERS = 256
+MAX_READERS: int = _core.RDMAQ_MAX_READERS  # the C core's limit (rdmaq.h)
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,23 @@ class VerbsInfo:
 
 
 TransportInfo = ShmInfo | VerbsInfo
-INFO_TYPES: dict[str, type[TransportInfo]] = {"shm": ShmInfo, "verbs": VerbsInfo}
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A transport: the module that makes its endpoints (imported when first used;
+    rdmaq/transport/__init__.py says what it provides) and the info its handles carry."""
+
+    module: str
+    info: type[TransportInfo]
+
+
+# Every transport, in the order transport="auto" tries them: the first whose module loads
+# here and says available().  A new transport is a line here, its info above and its module.
+TRANSPORTS: dict[str, Registered] = {
+    "verbs": Registered("rdmaq.transport.verbs", VerbsInfo),
+    "shm": Registered("rdmaq.transport.shm", ShmInfo),
+}
 
 
 @dataclass(frozen=True)
@@ -58,6 +80,12 @@ class Handle:
         """Raise ValueError/TypeError naming the field if this handle or ``index`` is unusable."""
         if not isinstance(self, Handle):
             raise TypeError(f"not an rdmaq.Handle: {type(self).__name__}")
+        # A handle pickled by another release may lack a field (the class's
+        # default would hide a missing version).
+        for f in fields(Handle):
+            if f.name not in vars(self):
+                raise ValueError(f"handle field {f.name!r} is missing: writer and reader run "
+                                 "different rdmaq releases, or the handle was altered")
         if not _is_int(self.version):
             raise TypeError(f"handle version must be an int, got {type(self.version).__name__}")
         if self.version != HANDLE_VERSION:
@@ -65,9 +93,10 @@ class Handle:
                              "writer and reader run different rdmaq releases")
         if not isinstance(self.transport, str):
             raise TypeError(f"handle transport must be a str, got {type(self.transport).__name__}")
-        info_type = INFO_TYPES.get(self.transport)
-        if info_type is None:
+        registered = TRANSPORTS.get(self.transport)
+        if registered is None:
             raise ValueError(f"handle is for unknown transport {self.transport!r}")
+        info_type = registered.info
         if not _is_int(self.n_readers):
             raise TypeError(f"handle n_readers must be an int, got {type(self.n_readers).__name__}")
         if not 1 <= self.n_readers <= MAX_READERS:

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import errors, serialize
+from ._rdmaq import lib as _core  # the limits of rdmaq.h
 from .handle import Handle
 from .transport import Backend, RingConfig, WriterBackend
 from .transport import load as load_transport
+from .transport import resolve as resolve_transport
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -26,27 +28,22 @@ DEFAULT_SLOT_BYTES = 64 * 1024
 DEFAULT_SLOTS = 64
 DEFAULT_MAX_MESSAGE = 1 << 30
 DEFAULT_SPIN_US = 50
-DEFAULT_SLICE_US = 100
+DEFAULT_SLICE_US = 300
 SCRATCH_BYTES = 256 * 1024  # per reader: messages up to this size take one C call
 _EINTR = -errno.EINTR
-TRANSPORTS = ("auto", "shm", "verbs")
-
-
-def resolve_transport(transport: str) -> str:
-    """'auto' means verbs where an active RDMA port exists, shm otherwise."""
-    if transport not in TRANSPORTS:
-        raise ValueError(f"unknown transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
-    if transport != "auto":
-        return transport
-    try:
-        from .transport import verbs
-    except ImportError:  # not built here, or libibverbs does not load
-        return "shm"
-    return "verbs" if verbs.available() else "shm"
 
 
 _E = TypeVar("_E", bound="_Endpoint")
 _NS_FOREVER = 1 << 62  # timeouts beyond this (~146 years) mean "no timeout"
+_forks = 0  # os.fork()s that made this process, counted in each child
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_count_fork)
 
 
 def _timeout_ns(timeout: float | None) -> int:
@@ -75,6 +72,26 @@ def _deadline(timeout: float | None) -> float | None:
     return None if ns < 0 else time.monotonic() + ns / 1e9
 
 
+def _lock_timeout(deadline: float | None) -> float:
+    """Seconds left for Lock.acquire (-1: no limit)."""
+    if deadline is None:
+        return -1
+    return min(max(0.0, deadline - time.monotonic()), threading.TIMEOUT_MAX)
+
+
+def _unusable_buffer(p: Any, e: Exception) -> str:
+    """Why ffi.from_buffer refused a buffer: a strided view gets no copy behind the
+    caller's back (a message is copied once, into the ring)."""
+    try:
+        contiguous = memoryview(p).c_contiguous
+    except (BufferError, ValueError):  # released, or exports nothing now
+        contiguous = True
+    if contiguous:
+        return f"put() cannot use a {type(p).__name__}: {e}"
+    return (f"put() needs C-contiguous buffers, got a non-contiguous {type(p).__name__}: "
+            "copy it first (bytes(), numpy.ascontiguousarray)")
+
+
 def _int_arg(name: str, value: object, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -97,11 +114,12 @@ def _wait_config(ffi: Any, spin_us: int | None, slice_us: int | None, anticipate
                  restore_slice: bool | None) -> Any:
     """struct rdmaq_wait_config from arguments, falling back on RDMAQ_* variables, then defaults."""
     spin_us = _int_arg("spin_us", _env_int("RDMAQ_SPIN_US", DEFAULT_SPIN_US) if spin_us is None
-                       else spin_us, 0, 1_000_000)
+                       else spin_us, 0, _core.RDMAQ_MAX_SPIN_NS // 1000)
+    slice_min, slice_max = _core.RDMAQ_MIN_SLICE_NS // 1000, _core.RDMAQ_MAX_SLICE_NS // 1000
     slice_us = _int_arg("slice_us", _env_int("RDMAQ_SLICE_US", DEFAULT_SLICE_US) if slice_us is None
-                        else slice_us, 0, 100_000)
-    if 0 < slice_us < 100:
-        raise ValueError(f"slice_us must be 0 (off) or 100..100000, got {slice_us}")
+                        else slice_us, 0, slice_max)
+    if 0 < slice_us < slice_min:
+        raise ValueError(f"slice_us must be 0 (off) or {slice_min}..{slice_max}, got {slice_us}")
     if anticipate is None:
         anticipate = bool(_env_int("RDMAQ_ANTICIPATE", 1))
     if restore_slice is None:
@@ -160,6 +178,7 @@ class _Endpoint:
         self._closed = False
         self._ready = False
         self._pid = os.getpid()
+        self._forks = _forks
 
     def _check(self, rc: int, what: str) -> None:
         errors.raise_for(rc, f"{self._kind} {what}", self._lib, self._ffi)
@@ -168,9 +187,17 @@ class _Endpoint:
         if self._closed:
             raise errors.ClosedError(f"{self._kind} is closed")
 
-    def _enter(self) -> None:
+    def _enter(self, deadline: float | None, what: str) -> None:
+        """Take the endpoint for one operation (``what``, for messages) by the deadline."""
         self._check_open()
-        self._op.acquire()
+        if self._forks != _forks:
+            # Checked before the lock, which a parent's thread may have held at fork().
+            raise errors.ForkedError(
+                f"{self._kind} {what}: {self._kind} belongs to the parent process (fork), pid "
+                f"{self._pid}: make endpoints in the process that uses them", errno.ESTALE)
+        if not self._op.acquire(timeout=_lock_timeout(deadline)):
+            raise TimeoutError(f"{self._kind} {what}: timed out while another thread's call "
+                               f"held this {self._kind}")
         if self._closed:  # closed while we waited for the lock
             self._op.release()
             raise errors.ClosedError(f"{self._kind} is closed")
@@ -220,7 +247,7 @@ class _Endpoint:
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every reader has attached and the writer connected them."""
         deadline = _deadline(timeout)
-        self._enter()
+        self._enter(deadline, "wait_ready")
         try:
             self._wait_ready_locked(deadline)
         finally:
@@ -238,7 +265,7 @@ class _Endpoint:
         if self._closed:
             return
         self._closed = True
-        if os.getpid() != self._pid:
+        if self._forks != _forks:
             # A fork()ed copy: the queue belongs to the parent, leave it be.
             return
         self._ops.cancel(self._ptr)  # wakes a blocked operation, which then releases _op
@@ -293,11 +320,11 @@ class Writer(_Endpoint):
                  slots: int = DEFAULT_SLOTS, max_message_bytes: int = DEFAULT_MAX_MESSAGE,
                  transport: str = "auto", spin_us: int | None = None, slice_us: int | None = None,
                  restore_slice: bool | None = None, **transport_options: Any) -> None:
-        _int_arg("n_readers", n_readers, 1, 256)
-        _int_arg("slot_bytes", slot_bytes, 128, 1 << 30)
-        if slot_bytes % 64:
-            raise ValueError(f"slot_bytes must be a multiple of 64, got {slot_bytes}")
-        _int_arg("slots", slots, 2, 1 << 24)
+        _int_arg("n_readers", n_readers, 1, _core.RDMAQ_MAX_READERS)
+        _int_arg("slot_bytes", slot_bytes, _core.RDMAQ_MIN_SLOT_BYTES, _core.RDMAQ_MAX_SLOT_BYTES)
+        if slot_bytes % _core.RDMAQ_SLOT_ALIGN:
+            raise ValueError(f"slot_bytes must be a multiple of {_core.RDMAQ_SLOT_ALIGN}, got {slot_bytes}")
+        _int_arg("slots", slots, _core.RDMAQ_MIN_SLOTS, _core.RDMAQ_MAX_SLOTS)
         _int_arg("max_message_bytes", max_message_bytes, 1, 1 << 62)
         self.transport = resolve_transport(transport)
         t = load_transport(self.transport)
@@ -332,17 +359,23 @@ class Writer(_Endpoint):
                 buf = ffi.from_buffer(p)
             except TypeError:
                 raise TypeError(f"put() needs bytes-like objects, got {type(p).__name__}") from None
+            except (BufferError, ValueError) as e:
+                raise ValueError(_unusable_buffer(p, e)) from None
             keep.append(buf)
             iov[i].base = buf
             iov[i].len = len(buf)
+        total = sum(len(b) for b in keep)
+        if total > self.max_message_bytes:  # now, not after waiting for readers to attach
+            raise errors.MessageTooLarge(f"writer put: message of {total} bytes exceeds "
+                                         f"max_message_bytes={self.max_message_bytes}", errno.EMSGSIZE)
         lib = self._lib
-        self._enter()
+        self._enter(deadline, "put")
         try:
             self._wait_ready_locked(deadline)
             rc = lib.rdmaq_writer_put(self._ptr, iov, len(parts), _remaining_ns(deadline))
-            # Interrupted (see _call): continue the same message; if a signal
-            # handler raises instead, the next put abandons it and readers
-            # drop the part they have.
+            # Interrupted (see _call): continue the same message.  If a signal
+            # handler raises instead, or the put fails, the message is not
+            # delivered: readers drop any part of it they have.
             while rc == _EINTR:
                 rc = lib.rdmaq_writer_resume(self._ptr, iov, len(parts), _remaining_ns(deadline))
             self._check(rc, "put")
@@ -352,6 +385,45 @@ class Writer(_Endpoint):
     def send(self, obj: Any, timeout: float | None = None) -> None:
         """Pickle ``obj`` (protocol 5, large buffers out of band) and put it."""
         self.put(serialize.dumps(obj), timeout)
+
+    def dead_readers(self) -> list[int]:
+        """The readers whose process ended without closing (not yet dropped): each
+        makes the puts that need its credit raise PeerDeadError."""
+        dead = self._lib.rdmaq_writer_reader_dead
+        return [i for i in range(self.n_readers) if self._on_reader(dead, i, "dead_readers")]
+
+    def drop_reader(self, index: int) -> None:
+        """Forget reader ``index``, whose process ended without closing: puts no longer
+        wait for it or raise PeerDeadError for it, and its index stays taken.  A reader
+        that closed or was dropped is fine too; ValueError if it is alive."""
+        self._on_reader(self._lib.rdmaq_writer_drop_reader, index, "drop_reader")
+
+    def _on_reader(self, fn: Callable[..., int], index: int, what: str) -> int:
+        _int_arg("index", index, 0, self.n_readers - 1)
+        self._enter(None, what)
+        try:
+            rc = fn(self._ptr, index)
+            self._check(rc, what)
+            return rc
+        finally:
+            self._op.release()
+
+
+class _Scratch:
+    """Where a message of up to SCRATCH_BYTES lands in one C call (rdmaq_reader_recv)."""
+
+    def __init__(self, ffi: Any) -> None:
+        self.buf = bytearray(SCRATCH_BYTES)
+        self.c_buf = ffi.from_buffer(self.buf)
+        self.msg_len = ffi.new("uint64_t *")  # set by C once a message has started
+
+
+@dataclass
+class _PartialMessage:
+    """A message being read into ``buf`` (the scratch buffer, or one of its own size)."""
+
+    buf: bytearray
+    length: int
 
 
 class Reader(_Endpoint):
@@ -377,17 +449,15 @@ class Reader(_Endpoint):
         self._start(t.attach_reader(handle, index, wc.spin_ns), t.ffi, t.lib, _reader_ops(t.lib))
         self.index = index
         self.transport = handle.transport
-        self._pending: bytearray | None = None  # message being received when a timeout hit
-        self._scratch: bytearray | None = None  # small messages land here first (one C call)
-        self._scratch_c: Any = None
-        self._len: Any = None
+        self._scratch: _Scratch | None = None  # made at the first get
+        self._partial: _PartialMessage | None = None  # a message a timeout cut short
         self._warm = warm or None
         self._configure_wait(spin_us, slice_us, anticipate, restore_slice)
 
     def get(self, timeout: float | None = None) -> bytearray:
         """Next message as a bytearray the caller owns."""
         deadline = _deadline(timeout)
-        self._enter()
+        self._enter(deadline, "get")
         try:
             self._wait_ready_locked(deadline)
             msg = self._get_locked(deadline)
@@ -398,51 +468,61 @@ class Reader(_Endpoint):
     def _get_locked(self, deadline: float | None) -> bytearray | memoryview:
         """The next message: a view of the scratch buffer when it fits there (valid
         until the next call), else a bytearray of its own."""
-        lib, ffi = self._lib, self._ffi
-        if self._warm is not None and self._pending is None:
-            # Nap until the next message is due, then warm the caches that receiving it
-            # will use: a nap long enough to pay off is long enough for a CPU to lose
-            # them, and a cold unpickle costs more than the wait it follows.
-            rc = self._call(lib.rdmaq_reader_nap, self._ptr, deadline=deadline)
-            if rc > 0:
-                self._warm()
-            elif rc < 0:
-                self._check(rc, "get")
+        if self._warm is not None and self._partial is None:
+            self._nap_and_warm(self._warm, deadline)
         while True:
-            if self._pending is None:
-                if self._scratch is None:
-                    self._scratch = bytearray(SCRATCH_BYTES)
-                    self._scratch_c = ffi.from_buffer(self._scratch)
-                    self._len = ffi.new("uint64_t *")
-                self._len[0] = 0  # set by C once a message has started
-                rc = self._call(lib.rdmaq_reader_recv, self._ptr, self._scratch_c, SCRATCH_BYTES,
-                                self._len, deadline=deadline)
-                if rc == 0:
-                    return memoryview(self._scratch)[:self._len[0]]
-                if rc != -errno.ENOBUFS:
-                    if rc == -errno.ETIMEDOUT and self._len[0] and self._len[0] <= SCRATCH_BYTES:
-                        # A timeout mid-message: its start is in scratch; resume there.
-                        self._pending = self._scratch
-                    if rc != -errno.ECONNABORTED:
-                        self._check(rc, "get")
-                    continue  # the writer abandoned this message; take the next
-                self._pending = bytearray(self._len[0])
-            buf = self._pending
-            n = self._len[0]
-            rc = self._call(lib.rdmaq_reader_read, self._ptr, ffi.from_buffer(buf), n,
-                            deadline=deadline)
-            if rc == -errno.ETIMEDOUT:
-                self._check(rc, "get")  # keep _pending: the next get resumes it
-            self._pending = None
-            if rc == -errno.ECONNABORTED:
-                continue  # the writer abandoned this message; take the next
+            msg = self._receive(deadline)
+            if msg is not None:
+                return msg
+            # The writer gave that message up after sending part of it (a put that
+            # failed): it is dropped, and the next message is this get's.
+
+    def _nap_and_warm(self, warm: Callable[[], object], deadline: float | None) -> None:
+        """Nap until the next message is due, then warm the caches that receiving it
+        will use: a nap long enough to pay off is long enough for a CPU to lose them,
+        and a cold unpickle costs more than the wait it follows."""
+        rc = self._call(self._lib.rdmaq_reader_nap, self._ptr, deadline=deadline)
+        if rc > 0:
+            warm()
+        elif rc < 0:
             self._check(rc, "get")
-            return memoryview(buf)[:n] if buf is self._scratch else buf
+
+    def _receive(self, deadline: float | None) -> bytearray | memoryview | None:
+        """One message, or None when the writer abandoned it (-ECONNABORTED).  A timeout
+        in the middle of a message leaves it in ``_partial``, where the next call resumes."""
+        lib, ffi = self._lib, self._ffi
+        partial = self._partial
+        if partial is None:
+            if self._scratch is None:
+                self._scratch = _Scratch(ffi)
+            s = self._scratch
+            s.msg_len[0] = 0
+            rc = self._call(lib.rdmaq_reader_recv, self._ptr, s.c_buf, SCRATCH_BYTES, s.msg_len,
+                            deadline=deadline)
+            n = s.msg_len[0]
+            if rc == 0:
+                return memoryview(s.buf)[:n]
+            if rc == -errno.ECONNABORTED:
+                return None
+            if rc != -errno.ENOBUFS:
+                if rc == -errno.ETIMEDOUT and 0 < n <= SCRATCH_BYTES:
+                    self._partial = _PartialMessage(s.buf, n)  # its start is in scratch
+                self._check(rc, "get")
+            partial = _PartialMessage(bytearray(n), n)  # larger than scratch: a buffer of its own
+        rc = self._call(lib.rdmaq_reader_read, self._ptr, ffi.from_buffer(partial.buf), partial.length,
+                        deadline=deadline)
+        self._partial = partial if rc == -errno.ETIMEDOUT else None
+        if rc == -errno.ECONNABORTED:
+            return None
+        self._check(rc, "get")
+        if self._scratch is not None and partial.buf is self._scratch.buf:
+            return memoryview(partial.buf)[:partial.length]
+        return partial.buf
 
     def recv(self, timeout: float | None = None) -> Any:
         """Next message, unpickled (see Writer.send)."""
         deadline = _deadline(timeout)
-        self._enter()
+        self._enter(deadline, "recv")
         try:
             self._wait_ready_locked(deadline)
             msg = self._get_locked(deadline)

@@ -28,10 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .errors import ProtocolError
+
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
 
-MAGIC = b"RQP5"
+MAGIC = b"RQP5"  # the framing's name and version (docs/format.md): a new framing is a new last byte
 OOB_MIN_BYTES = 64 * 1024  # below this, an extra iovec costs more than the copy
 ALIGN = 64
 _HDR = struct.Struct("<4sI")
@@ -156,11 +158,15 @@ def frame(p: Pickled) -> list[Buffer]:
 
 def loads(msg: bytearray | memoryview) -> Any:
     """Inverse of dumps; out-of-band buffers alias ``msg`` (no copy), so ``msg``
-    must be the caller's own."""
+    must be the caller's own.  A header that does not fit the message (corrupt)
+    raises ProtocolError."""
     mv = memoryview(msg)
     nbuf = out_of_band_count(mv)
-    lens = struct.unpack_from(f"<{nbuf + 1}Q", mv, _HDR.size)
     pos = _HDR.size + 8 * (nbuf + 1)
+    if len(mv) < pos:
+        raise ProtocolError(f"corrupt object message: its header announces {nbuf} out-of-band "
+                            f"buffers, whose lengths need {pos} bytes; the message has {len(mv)}")
+    lens = struct.unpack_from(f"<{nbuf + 1}Q", mv, _HDR.size)
     data = mv[pos : pos + lens[0]]
     pos += lens[0]
     bufs = []
@@ -169,7 +175,7 @@ def loads(msg: bytearray | memoryview) -> Any:
         bufs.append(mv[pos : pos + n])
         pos += n
     if pos > len(mv):
-        raise ValueError(f"truncated object message: needs {pos} bytes, got {len(mv)}")
+        raise ProtocolError(f"truncated object message: needs {pos} bytes, got {len(mv)}")
     return pickle.loads(data, buffers=bufs)
 
 
@@ -179,5 +185,9 @@ def out_of_band_count(msg: Buffer) -> int:
         raise ValueError("not an rdmaq object message (too short): use get() for raw bytes")
     magic, nbuf = _HDR.unpack_from(msg, 0)
     if magic != MAGIC:
+        if magic[:3] == MAGIC[:3]:
+            raise ProtocolError(f"an object message in another release's framing "
+                                f"({magic.decode('ascii', 'replace')!r}, this rdmaq reads "
+                                f"{MAGIC.decode()!r}): writer and reader run different rdmaq releases")
         raise ValueError("not an rdmaq object message (bad magic): use get() for raw bytes")
     return int(nbuf)

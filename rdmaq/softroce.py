@@ -7,7 +7,6 @@ otherwise they say what is missing instead of failing obscurely.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ import time
 from collections.abc import Sequence
 
 from . import sysfs
+from .cli import ArgumentParser, fail
 from .doctor import rxe_status
 
 
@@ -134,16 +134,18 @@ def status() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="rdmaq softroce", description="Create or remove SoftRoCE (rxe) devices.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = ArgumentParser(prog="rdmaq softroce", description="Create or remove SoftRoCE (rxe) devices.")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     u = sub.add_parser("up", help="create an rxe device on a network interface")
     u.add_argument("--netdev", required=True, help="Ethernet interface (with an IPv4 address for RoCEv2)")
-    u.add_argument("--name", default="rxe0")
+    u.add_argument("--name", default="rxe0", help="the device's name")
     u.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for ACTIVE")
     d = sub.add_parser("down", help="remove an rxe device")
-    d.add_argument("--name", default="rxe0")
+    d.add_argument("--name", default="rxe0", help="the device's name")
     sub.add_parser("status", help="list rxe devices")
     args = ap.parse_args(argv)
+    if args.cmd is None:
+        ap.error("missing COMMAND: up, down or status")
     try:
         if args.cmd == "up":
             return up(args.netdev, args.name, args.timeout)
@@ -151,9 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return down(args.name)
         return status()
     except SoftRoceError as e:
-        print(f"rdmaq softroce {args.cmd}: {e}", file=sys.stderr)
-        return 1
-
+        return fail(f"rdmaq softroce {args.cmd}", str(e))
 
 if __name__ == "__main__":
     sys.exit(main())

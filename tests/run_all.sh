@@ -5,6 +5,8 @@
 #             tests/core over shm (the verbs tier runs it over verbs); tests/cli
 #             (the rdmaq command, the build's messages, the tier scripts);
 #             tests/vllm/test_placement.py (pure, no vLLM)
+#   dist      `python -m build`: the sdist, the wheel from it, installed in a fresh
+#             venv, tests/core and tests/cli against it (tests/dist/ci.sh)
 #   verbs     tests/core's shared tests over verbs + tests/verbs, on real
 #             SoftRoCE inside a QEMU VM (tests/rxe)
 #   docker    the containerized SoftRoCE run (docker/): image built here,
@@ -26,7 +28,7 @@ export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/pip}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 VENV=${RDMAQ_VENV:-$ROOT/.venv}
 TIERS=("$@")
-[ ${#TIERS[@]} -eq 0 ] && TIERS=(core verbs docker vllm bench lint mutation)
+[ ${#TIERS[@]} -eq 0 ] && TIERS=(core dist verbs docker vllm bench lint mutation)
 export RDMAQ_REQUIRE_ALL=${RDMAQ_REQUIRE_ALL:-1}
 declare -A RESULT
 FAILED=0
@@ -34,26 +36,32 @@ FAILED=0
 stage() { printf '\n==== %s ==== (%s)\n' "$*" "$(date +%T)"; }
 note() { printf '  run_all: %s\n' "$*"; }
 
+# When apt's lists were last refreshed for us (older than 12 h: refreshed again); ours, so
+# under our cache and not in apt's own directories.
+APT_STAMP=$HOME/.cache/rdmaq-apt-updated
+
 apt_install() {
 	local missing=()
 	for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 	[ ${#missing[@]} -eq 0 ] && return 0
 	stage "apt-get install ${missing[*]}"
-	if [ ! -f /var/lib/apt/periodic/rdmaq-updated ] || [ -n "$(find /var/lib/apt/periodic/rdmaq-updated -mmin +720 2>/dev/null)" ]; then
-		apt-get update -qq && mkdir -p /var/lib/apt/periodic && touch /var/lib/apt/periodic/rdmaq-updated
+	if [ ! -f "$APT_STAMP" ] || [ -n "$(find "$APT_STAMP" -mmin +720 2>/dev/null)" ]; then
+		apt-get update -qq && mkdir -p "${APT_STAMP%/*}" && touch "$APT_STAMP"
 	fi
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
 setup_venv() {
 	stage "python venv $VENV"
-	apt_install gcc libc6-dev libibverbs-dev librdmacm-dev rdma-core ibverbs-providers util-linux
+	# building rdmaq (libibverbs-dev: its verbs extension) and the C tests; each tier's
+	# script installs the rest it needs (tests/rxe/setup-host.sh: rdma-core, providers, ...)
+	apt_install gcc libc6-dev make libibverbs-dev
 	[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || return 1
 	# torch first, pinned, so nothing ever pulls a CUDA build
 	"$VENV/bin/python" -c 'import torch' 2>/dev/null ||
 		note "installing torch 2.13.0+cpu (a 183 MB wheel; ~0.9 GB installed with its dependencies)"
 	"$VENV/bin/pip" install -q torch==2.13.0 || return 1
-	note "installing rdmaq editable (compiles csrc/) with its [test] extra (pytest, hypothesis, numpy, psutil; ~60 MB)"
+	note "installing rdmaq editable (compiles csrc/) with its [test] extra (pytest, hypothesis, numpy, psutil, matplotlib; ~200 MB installed)"
 	"$VENV/bin/pip" install -q -e "$ROOT[test]" || return 1
 	"$VENV/bin/python" -c "import rdmaq, rdmaq._rdmaq; print('rdmaq', rdmaq.__version__, 'built')"
 }
@@ -70,6 +78,8 @@ run_tier() {
 		PATH="$VENV/bin:$PATH" RDMAQ_VENV=$VENV bash tests/rxe/ci.sh ;;
 	vllm)	stage "vLLM tests"
 		RDMAQ_VENV=$VENV bash tests/vllm/ci.sh ;;
+	dist)	stage "release files: sdist and wheel in a fresh venv"
+		RDMAQ_VENV=$VENV bash tests/dist/ci.sh ;;
 	docker)	stage "containerized SoftRoCE tests"
 		RDMAQ_VENV=$VENV bash docker/ci.sh ;;
 	bench)	stage "benchmark harness (benchmarks disabled)"

@@ -2,9 +2,11 @@
 import functools
 import os
 
+from rdmaq.handle import TRANSPORTS as _REGISTERED
+
 SHM = "/dev/shm"
 
-TRANSPORTS = ("shm", "verbs")
+TRANSPORTS = tuple(_REGISTERED)
 
 
 @functools.cache

@@ -12,7 +12,12 @@
  * -EINTR when a signal handler ran (and, with wait_config.main_returns, on
  * the process's main thread at least every 100 ms, so an interpreter can
  * run its own signal handlers); calling again (for put,
- * rdmaq_writer_resume) continues where it stopped.
+ * rdmaq_writer_resume) continues where it stopped.  A put that fails
+ * otherwise, or is not resumed before the next put, delivers nothing:
+ * readers drop any records of it they got (one exception: a verbs put that
+ * failed writing to a dead reader after framing the message; the others get
+ * it when that reader is dropped).  An endpoint inherited through fork()
+ * fails with -ESTALE in the child; its queue is the parent's.
  *
  * This header is fed to cffi's cdef after its preprocessor lines are
  * dropped, so keep it to plain declarations.
@@ -25,6 +30,23 @@
 
 struct rdmaq_writer;
 struct rdmaq_reader;
+
+/*
+ * The bounds of struct rdmaq_config and struct rdmaq_wait_config: the C
+ * core refuses a value outside them (-EINVAL naming it), and rdmaq's
+ * Python layer reads them from here.
+ */
+enum {
+	RDMAQ_MAX_READERS = 256,
+	RDMAQ_MIN_SLOT_BYTES = 128, /* a record's header and trailer take 40 */
+	RDMAQ_MAX_SLOT_BYTES = 1 << 30,
+	RDMAQ_SLOT_ALIGN = 64, /* slot_bytes is a multiple: every slot starts a cache line */
+	RDMAQ_MIN_SLOTS = 2,
+	RDMAQ_MAX_SLOTS = 1 << 24,
+	RDMAQ_MAX_SPIN_NS = 1000000000,
+	RDMAQ_MIN_SLICE_NS = 100000, /* the kernel's clamp; 0 is "off" */
+	RDMAQ_MAX_SLICE_NS = 100000000,
+};
 
 struct rdmaq_config {
 	uint32_t n_readers;
@@ -47,6 +69,7 @@ struct rdmaq_stats {
 	uint64_t wakeups;   /* peers this endpoint woke */
 	uint64_t credits;   /* credit updates sent (reader) or stalls on credit (writer) */
 	uint64_t busy;	    /* waits that did not spin: more runnable tasks than CPUs */
+	uint64_t settles;   /* blocks that settled the scheduler lag first (next message far) */
 	uint64_t slice_ns;  /* scheduler slice asked for while blocked; 0: off or refused */
 };
 
@@ -67,7 +90,7 @@ struct rdmaq_trace {
 struct rdmaq_wait_config {
 	/* longest adaptive busy-wait before blocking */
 	uint32_t spin_ns;
-	/* scheduler slice to ask for while blocked: 0 off, else 100 µs..100 ms */
+	/* scheduler slice to ask for while blocked: 0 off, else RDMAQ_MIN/MAX_SLICE_NS */
 	uint32_t slice_ns;
 	/* readers: nap, then spin through windows predicted from the cadence */
 	uint32_t anticipate;
@@ -103,6 +126,17 @@ int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int 
 int rdmaq_writer_resume(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
 			int64_t timeout_ns);
 int rdmaq_writer_close(struct rdmaq_writer *w);
+/*
+ * A reader whose process ended without closing holds the ring back: every
+ * put that needs its credit fails with -EOWNERDEAD.  reader_dead: 1 if
+ * reader `index` is such a reader, 0 if not (alive, closed or dropped).
+ * drop_reader forgets it: the writer no longer waits for its credit, writes
+ * to it or reports it dead, and the index stays taken.  0 when dropped (or
+ * closed or dropped before), -EINVAL when it is alive or out of range,
+ * -ENOTCONN before the queue is ready.
+ */
+int rdmaq_writer_reader_dead(struct rdmaq_writer *w, uint32_t index);
+int rdmaq_writer_drop_reader(struct rdmaq_writer *w, uint32_t index);
 void rdmaq_writer_cancel(struct rdmaq_writer *w);
 void rdmaq_writer_destroy(struct rdmaq_writer *w);
 void rdmaq_writer_stats(const struct rdmaq_writer *w, struct rdmaq_stats *out);

@@ -16,6 +16,9 @@
 
 #include "rdmaq.h"
 
+/* A queue's name, the segment's in /dev/shm: 1..RDMAQ_SHM_NAME_MAX characters, no '/'. */
+enum { RDMAQ_SHM_NAME_MAX = 200 };
+
 int rdmaq_shm_writer_create(struct rdmaq_writer **out, const struct rdmaq_config *cfg);
 const char *rdmaq_shm_writer_name(const struct rdmaq_writer *w);
 int rdmaq_shm_reader_attach(struct rdmaq_reader **out, const char *name, uint32_t index,

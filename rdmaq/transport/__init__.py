@@ -4,16 +4,18 @@
 transport's cffi library; a transport only creates the C objects and does
 whatever its readers need before the ring is ready (verbs: the rendezvous
 that connects QPs).  Each transport is a module that fits :class:`Transport`:
-``shm`` (rdmaq/transport/shm.py) and ``verbs`` (rdmaq/transport/verbs/).
+``shm`` (rdmaq/transport/shm.py) and ``verbs`` (rdmaq/transport/verbs/),
+listed with their handles' info types in ``rdmaq.handle.TRANSPORTS``.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+import importlib
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
+
+from ..handle import TRANSPORTS
 
 if TYPE_CHECKING:
     from ..handle import Handle
-
-NAMES = ("shm", "verbs")
 
 
 class RingConfig(TypedDict):
@@ -52,9 +54,12 @@ class WriterBackend(Backend, Protocol):
 class Transport(Protocol):
     """A transport module."""
 
-    NAME: str
+    NAME: str  # its key in rdmaq.handle.TRANSPORTS
     ffi: Any  # the cffi FFI and library of its extension
     lib: Any
+
+    def available(self) -> bool:
+        """Can it run here (verbs: an active RDMA port)?  transport="auto" asks."""
 
     def create_writer(self, config: RingConfig, **options: Any) -> WriterBackend:
         """The writer of a new queue; ``options`` are the transport's own keywords."""
@@ -64,16 +69,32 @@ class Transport(Protocol):
         whose common fields ``Handle.check`` has checked)."""
 
 
+def _unknown(name: str) -> ValueError:
+    return ValueError(f"unknown transport {name!r}: choose one of auto, {', '.join(TRANSPORTS)}")
+
+
 def load(name: str) -> Transport:
     """The transport called ``name``; ValueError if unknown or not built here."""
-    if name == "shm":
-        from . import shm
+    registered = TRANSPORTS.get(name)
+    if registered is None:
+        raise _unknown(name)
+    try:
+        return cast(Transport, importlib.import_module(registered.module))
+    except ImportError as e:  # built without its library (verbs: libibverbs), or it does not load
+        raise ValueError(f"transport {name!r} is not available: {e}") from e
 
-        return shm
-    if name == "verbs":
+
+def resolve(name: str) -> str:
+    """``name`` checked; "auto": the first of TRANSPORTS that loads here and is available."""
+    if name != "auto":
+        if name not in TRANSPORTS:
+            raise _unknown(name)
+        return name
+    for candidate in TRANSPORTS:
         try:
-            from . import verbs
-        except ImportError as e:  # built without libibverbs, or it does not load
-            raise ValueError(f"transport 'verbs' is not available: {e}") from e
-        return verbs
-    raise ValueError(f"unknown transport {name!r}: choose one of auto, {', '.join(NAMES)}")
+            if load(candidate).available():
+                return candidate
+        except ValueError:
+            continue
+    raise ValueError(f"transport 'auto': none of {', '.join(TRANSPORTS)} is available here "
+                     "(`rdmaq doctor` says why)")

@@ -13,12 +13,16 @@ from ..fields import Bad, attr, text
 from ..handle import Handle, ShmInfo
 from . import RingConfig
 
-__all__ = ["NAME", "ffi", "lib", "create_writer", "attach_reader", "sweep_stale", "check_info"]
+__all__ = ["NAME", "ffi", "lib", "available", "create_writer", "attach_reader", "sweep_stale", "check_info"]
 
 NAME = "shm"
 SHM_DIR = "/dev/shm"
 PREFIX = "rdmaq-"
-_NAME_MAX = 200
+
+
+def available() -> bool:
+    """Wherever rdmaq imports: a /dev/shm too small or missing is the writer's error, naming it."""
+    return True
 
 
 def _boot_id() -> str:
@@ -55,7 +59,7 @@ def sweep_stale() -> list[str]:
 def check_info(info: ShmInfo) -> ShmInfo:
     """The handle's info with every field checked; ValueError names a bad one."""
     try:
-        name = text(attr(info, "name", "info.name"), "info.name", _NAME_MAX)
+        name = text(attr(info, "name", "info.name"), "info.name", lib.RDMAQ_SHM_NAME_MAX)
         if not name or "/" in name:
             raise Bad("info.name", f"is not a segment name: {name!r}")
         boot_id = text(attr(info, "boot_id", "info.boot_id"), "info.boot_id", 64)
@@ -92,8 +96,9 @@ class ReaderBackend:
     def __init__(self, handle: Handle, index: int, spin_ns: int) -> None:
         info = check_info(cast(ShmInfo, handle.info))  # Handle.check saw to its type
         if info.boot_id and info.boot_id != _boot_id():
-            raise ValueError("this shm handle was made on another host (or before a reboot); "
-                             "use transport='verbs' for readers on other hosts")
+            raise ValueError("this shm handle was made on another host (or before a reboot): its "
+                             "info.boot_id is not this host's; use transport='verbs' for readers "
+                             "on other hosts")
         out = ffi.new("struct rdmaq_reader **")
         errors.raise_for(lib.rdmaq_shm_reader_attach(out, info.name.encode(), index, spin_ns),
                          f"attach reader {index}", lib, ffi)

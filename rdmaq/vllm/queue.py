@@ -7,7 +7,7 @@ other hosts are served by the same ring over RDMA when the verbs transport is
 usable and their reader slots are known, and otherwise by vLLM's own ZMQ TCP
 XPUB/SUB path with vLLM's wire format.
 
-Contract kept (vLLM 0.32/0.33 ``shm_broadcast.MessageQueue``): constructor,
+Contract kept (vLLM 0.26, 0.32 and 0.33 ``shm_broadcast.MessageQueue``): constructor,
 ``export_handle``/``create_from_handle``, ``wait_until_ready``,
 ``enqueue``/``dequeue`` (pickle protocol 5, CPU tensors and numpy arrays as
 out-of-band buffers the reader owns, ``TimeoutError``), ``shutdown()`` from
@@ -22,6 +22,7 @@ Not kept: chunk-level access (``acquire_read``/``acquire_write``), the
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pickle
@@ -30,7 +31,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch.distributed as dist
 from torch.distributed import ProcessGroup
@@ -67,6 +68,24 @@ class RdmaqHandle(VllmHandle):  # type: ignore[misc]
     n_remote_reader: int = 0
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _vllm_unless_rdmaq(method: _Method) -> _Method:
+    """Make an override run vLLM's own method on an instance that vLLM's code built
+    (a vLLM ``Handle`` given to ``create_from_handle`` while the module attribute
+    points here): such an instance holds vLLM's state, not ours."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def dispatch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not self._rdmaq:
+            return getattr(VllmMessageQueue, name)(self, *args, **kwargs)
+        return method(self, *args, **kwargs)
+
+    return cast(_Method, dispatch)
+
+
 def _cancelled() -> RuntimeError:
     return RuntimeError("cancelled")
 
@@ -89,9 +108,7 @@ def _close_endpoints(pid: int, endpoints: list[Any]) -> None:
 
 
 class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
-    # Instances built by vLLM's own code paths (a vLLM Handle given to
-    # create_from_handle while the module attribute points here) keep vLLM's
-    # behaviour: every override checks this flag first.
+    # False on instances built by vLLM's own code paths: see _vllm_unless_rdmaq.
     _rdmaq = False
     _writer: rdmaq.Writer | None
     _reader: rdmaq.Reader | None
@@ -242,11 +259,9 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         return self
 
     # ------------------------------------------------------------------ setup
+    @_vllm_unless_rdmaq
     def wait_until_ready(self) -> None:
         """Collective: the writer and every reader call it once."""
-        if not self._rdmaq:
-            super().wait_until_ready()
-            return
         try:
             if self._is_writer:
                 if self._writer is not None:
@@ -260,12 +275,10 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         except rdmaq.ClosedError:
             raise _cancelled() from None
 
+    @_vllm_unless_rdmaq
     def shutdown(self) -> None:
         """Wake a ``dequeue``/``enqueue`` blocked in another thread; it raises
         ``RuntimeError("cancelled")``.  Safe to call from any thread, twice."""
-        if not self._rdmaq:
-            super().shutdown()
-            return
         if self.shutting_down:
             return
         self.shutting_down = True
@@ -278,11 +291,9 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
                     ep.close()
 
     # ------------------------------------------------------------------ data
+    @_vllm_unless_rdmaq
     def enqueue(self, obj: Any, timeout: float | None = None) -> None:
         """Write to message queue with optional timeout (in seconds)"""
-        if not self._rdmaq:
-            super().enqueue(obj, timeout)
-            return
         if not self._is_writer:
             raise RuntimeError("Only writers can enqueue")
         if self.shutting_down:
@@ -298,10 +309,9 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
             self._remote.send([b"".join(pickled.stream), *pickled.buffers])
         self._stats.count(pickled.stream_bytes + sum(b.nbytes for b in pickled.buffers))
 
+    @_vllm_unless_rdmaq
     def dequeue(self, timeout: float | None = None, indefinite: bool = False) -> Any:
         """Read from message queue with optional timeout (in seconds)"""
-        if not self._rdmaq:
-            return super().dequeue(timeout, indefinite)
         if self._is_writer:
             raise RuntimeError("Only readers can dequeue")
         if self.shutting_down:
@@ -338,11 +348,13 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
                 if self.shutting_down:
                     raise _cancelled() from None
                 now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    raise
+                # logged before the deadline is checked, as vLLM does: a wait that overran
+                # both (a loaded machine) still says so
                 if not indefinite and now >= start + interval * n_warning:
                     _sb.logger.info(_sb.LONG_WAIT_TIME_LOG_MSG, interval)
                     n_warning += 1
+                if deadline is not None and now >= deadline:
+                    raise
 
     def broadcast_object(self, obj: Any = None) -> Any:
         if self._is_writer:
@@ -351,16 +363,14 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         return self.dequeue()
 
     # ------------------------------------------------------------ not offered
+    @_vllm_unless_rdmaq
     def acquire_write(self, timeout: float | None = None) -> Any:
-        if not self._rdmaq:
-            return super().acquire_write(timeout)
         raise NotImplementedError(
             "rdmaq MessageQueue has no chunk-level access; use enqueue()"
         )
 
+    @_vllm_unless_rdmaq
     def acquire_read(self, timeout: float | None = None, indefinite: bool = False) -> Any:
-        if not self._rdmaq:
-            return super().acquire_read(timeout, indefinite)
         raise NotImplementedError(
             "rdmaq MessageQueue has no chunk-level access; use dequeue()"
         )

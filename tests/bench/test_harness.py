@@ -79,7 +79,7 @@ def _numbers(obj):
         yield obj
 
 
-def _check_result(data, queue, readers):
+def _check_result(data, queue, readers, subruns=4):
     assert data["schema"] == cli.SCHEMA
     m = data["machine"]
     for k in ("cpu_model", "logical_cpus", "kernel", "python", "versions", "loadavg_start", "loadavg_end"):
@@ -89,7 +89,7 @@ def _check_result(data, queue, readers):
     cell = cells[0]
     assert cell["error"] is None, cell["error"]
     assert cell["readers"] == readers
-    assert len(cell["subruns"]) == 4  # quick: 2 sizes x 2 paces
+    assert len(cell["subruns"]) == subruns  # quick: 2 sizes x 2 paces
     for s in cell["subruns"]:
         assert s["errors"] == [], s["errors"]
         assert s["measured"] == s["writer_sent"] - s["warmup"] > 0
@@ -130,11 +130,18 @@ def test_quick_run_rdmaq_shm(tmp_path, capsys):
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                     reason="missing dependency: vllm (tests/bench/ci.sh installs it --no-deps)")
-def test_quick_run_vllm_reference(tmp_path):
+@pytest.mark.timeout(240)  # two cells, each importing torch in two processes
+def test_quick_run_vllm_references(tmp_path):
+    """vLLM as shipped and with its C spin loop (a loadable copy of the module where the
+    shipped one names libraries it does not use)."""
     out = tmp_path / "v.json"
-    rc = cli.main(["--quick", "--queues", "vllm", "--readers", "1", "--json", str(out)])
+    rc = cli.main(["--quick", "--queues", "vllm,vllm-spinloop", "--readers", "1", "--sizes", "64",
+                   "--json", str(out)])
     assert rc == 0
-    _check_result(json.loads(out.read_text()), "vllm", 1)
+    data = json.loads(out.read_text())
+    assert data["skipped"] == {}
+    _check_result(data, "vllm", 1, subruns=2)
+    _check_result(data, "vllm-spinloop", 1, subruns=2)
 
 
 def test_unavailable_queue_is_skipped_with_a_message(tmp_path, capsys):

@@ -5,6 +5,7 @@ stamps of bench/steptime.py, run order, attackers, tables and argument checks.
 import json
 import os
 import pickle
+import threading
 import time
 
 import pytest
@@ -284,3 +285,130 @@ def test_report_rejects_other_files(tmp_path, capsys):
     with pytest.raises(SystemExit):
         serve.main(["--report", str(p)])
     assert "is not a rdmaq-bench-serve/1 file" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ who waited where
+def test_steptime_flush_says_which_threads_used_each_endpoint(wrapped):
+    base, sub, d = wrapped
+    w = sub(1)
+    r = sub.create_from_handle(w.handle, 0)
+    w.enqueue(("execute_model",))
+    box = {}
+
+    def read():
+        box["tid"] = threading.get_native_id()
+        r.dequeue()
+
+    t = threading.Thread(target=read, name="reader-thread")
+    t.start()
+    t.join(30)
+    steptime.flush(1)
+    f = json.loads((d / f"g1-{os.getpid()}.json").read_text())
+    by_role = {q["role"]: q for q in f["queues"]}
+    assert by_role["writer"]["tids"] == [threading.get_native_id()]
+    assert by_role["reader"]["tids"] == [box["tid"]]
+    me = f["threads"][str(threading.get_native_id())]
+    assert me["name"] == "MainThread"
+    if os.path.exists("/proc/self/schedstat"):
+        assert me["cpu_ns"] > 0 and me["slices"] >= 1 and me["runq_ns"] >= 0
+    assert me["vol"] + me["invol"] >= 1
+    assert "ring" not in by_role["writer"]  # vLLM's queue has no rdmaq counters
+
+
+def test_steptime_flush_carries_an_rdmaq_endpoints_counters(wrapped):
+    base, sub, d = wrapped
+
+    class Rdmaq(sub):  # shaped like rdmaq's MessageQueue: its counters, its close lock
+        _rdmaq = True
+
+        def __init__(self, n_reader=1):
+            super().__init__(n_reader)
+            self._close_lock = threading.Lock()
+            self.sleeps = 0
+
+        def rdmaq_stats(self):
+            return {"messages": 1, "ring": {"sleeps": self.sleeps, "spins": 2, "transport": "shm"}}
+
+    steptime._wrap_class(Rdmaq)
+    w = Rdmaq()
+    w.enqueue(("execute_model",))
+    w.sleeps = 5
+    steptime.flush(1)
+    (q,) = json.loads((d / f"g1-{os.getpid()}.json").read_text())["queues"]
+    assert q["ring"] == {"sleeps": 5, "spins": 2}  # counters only
+
+
+def _flushed(pid, title, queues, threads):
+    return _file(pid, title, queues) | {"threads": threads}
+
+
+def test_who_waited_shares_split_the_delays():
+    out = serve_steps.analyze(_two_rpcs(), 0, 10**9)
+    # broadcasts: both waited for by TP0 (asked at 0 and 6000, sent at 1000 and 10000)
+    assert out["broadcast_waited_share"] == 1.0
+    assert out["broadcast_delay_queued_us"]["p50"] is None
+    # responses: the EngineCore asked at 1500 and 10500, before the sends at 5000 and 12000
+    assert out["response_waited_share"] == 1.0
+    files = _two_rpcs()
+    files[0]["queues"][1]["t0"] = [5100, 10500]  # the first response was there when asked
+    out = serve_steps.analyze(files, 0, 10**9)
+    assert out["response_waited_share"] == 0.5
+    assert out["response_delay_queued_us"]["p50"] == pytest.approx(0.1)  # 5200 - 5100
+    assert out["response_delay_waited_us"]["p50"] == pytest.approx(0.1)  # 12100 - 12000
+
+
+def test_thread_and_counter_deltas_between_flushes():
+    def files(cpu, runq, sleeps):
+        return [
+            _flushed(1, ENGINE, [_q("b", "writer", [1], [2], [0], n_reader=1, tids=[11]),
+                                 _q("r", "reader", [3], [4], [1], rank=0, tids=[11],
+                                    ring={"messages": 10 * sleeps, "sleeps": sleeps})],
+                     {"11": {"name": "MainThread", "cpu_ns": cpu, "runq_ns": runq, "slices": 3,
+                             "vol": 5, "invol": 1},
+                      "12": {"name": "busy", "cpu_ns": 5 * cpu, "runq_ns": 0},
+                      "13": {"name": "idle", "cpu_ns": 7, "runq_ns": 0},
+                      "14": {"name": "quiet", "cpu_ns": 1, "runq_ns": 0}}),
+            _flushed(2, TP0, [_q("b", "reader", [1], [3], [0], rank=0, tids=[21]),
+                              _q("r", "writer", [2], [3], [1], n_reader=1, tids=[22])],
+                     {"21": {"name": "MainThread", "cpu_ns": 2 * cpu, "runq_ns": 2 * runq},
+                      "22": {"name": "WorkerAsyncOutputCopy", "cpu_ns": cpu, "runq_ns": runq}})]
+
+    before, after = files(1_000_000, 0, 1), files(4_000_000, 500_000, 3)
+    rows = {(r["pid"], r["tid"]): r for r in serve_steps.thread_deltas(before, after, others=1)}
+    ec = rows[(1, 11)]
+    assert ec["uses"] == ["broadcast writer", "response reader"] and ec["proc"] == "engine_core"
+    assert (ec["cpu_ms"], ec["runq_ms"], ec["slices"], ec["vol"]) == (3.0, 0.5, 0, 0)
+    assert rows[(2, 21)]["uses"] == ["broadcast reader"] and rows[(2, 21)]["runq_ms"] == 1.0
+    assert rows[(2, 22)]["uses"] == ["response writer"]
+    assert (1, 12) in rows and (1, 13) not in rows  # the busiest other thread only
+    (c,) = serve_steps.ring_deltas(before, after)
+    assert c == {"proc": "engine_core", "pid": 1, "endpoint": "response reader",
+                 "messages": 20, "sleeps": 2}
+    qt = {"steps": 4, "threads": list(rows.values()), "rdmaq_counters": [c],
+          "broadcast_waited_share": 0.25}
+    assert serve_report.wait_value(qt, "worker_runq_us_per_step") == pytest.approx(250.0)
+    assert serve_report.wait_value(qt, "ec_cpu_us_per_step") == pytest.approx(750.0)
+    assert serve_report.wait_value(qt, "out_cpu_us_per_step") == pytest.approx(750.0)
+    assert serve_report.wait_value(qt, "resp_woken_share") == 0.0  # not counted: none
+    assert serve_report.wait_value(qt, "bc_woken_share") is None  # no rdmaq endpoint
+    assert serve_report.wait_value(qt, "bc_waited_share") == 0.25
+
+
+def test_hogs_in_sessions_of_their_own():
+    """hogs-sessions: each hog leads a session (its own autogroup where the kernel groups
+    by session); plain hogs share the harness's."""
+    att = serve_attack.start("hogs-sessions", 2, timeout=60)
+    try:
+        assert all(os.getsid(p.pid) == p.pid for p in att.procs)
+        if os.path.exists("/proc/self/autogroup"):
+            assert len(att.sched_groups()) == 2
+    finally:
+        att.stop()
+    plain = serve_attack.start("hogs", 2, timeout=60)
+    try:
+        assert all(os.getsid(p.pid) == os.getsid(0) for p in plain.procs)
+        assert len(plain.sched_groups()) == 1
+    finally:
+        plain.stop()
+    assert serve_attack.describe("hogs-sessions", 2) == "2 CPU hogs, each in a session of its own"
+    assert " | " in serve_attack.sched_group(os.getpid())

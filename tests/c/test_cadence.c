@@ -3,6 +3,8 @@
  * The cadence predictor on its own: one behaviour per test, fed with
  * made-up writer stamps, no clock, no threads.
  */
+#include <string.h>
+
 #include "cadence.h"
 #include "check.h"
 
@@ -165,6 +167,114 @@ static void test_transit_is_the_fastest_seen(void)
 	CHECK(c.offset > 3 * US && c.offset < 4 * US);
 }
 
+/* Whatever comes, the sorted copy holds exactly the last RDMAQ_CAD_WINDOW intervals, in order. */
+static void test_the_sorted_history_follows_the_ring(void)
+{
+	struct rdmaq_cadence c;
+	uint32_t x = 12345;
+	int64_t t = 0;
+
+	rdmaq_cadence_init(&c);
+	for (int i = 0; i < 1000; i++) {
+		int64_t ring[RDMAQ_CAD_WINDOW];
+		bool same = true;
+
+		x = x * 1103515245u + 12345u;
+		t = feed(&c, t, 1, MS + (int64_t)(x >> 16) % (300 * US), 2 * US);
+		CHECK(c.n == (i < RDMAQ_CAD_WINDOW ? (uint32_t)i : RDMAQ_CAD_WINDOW));
+		memcpy(ring, c.iv, c.n * sizeof(ring[0]));
+		for (uint32_t a = 1; a < c.n; a++)
+			for (uint32_t b = a; b > 0 && ring[b - 1] > ring[b]; b--) {
+				int64_t tmp = ring[b];
+
+				ring[b] = ring[b - 1];
+				ring[b - 1] = tmp;
+			}
+		for (uint32_t a = 0; a < c.n; a++)
+			same = same && ring[a] == c.sorted[a];
+		CHECK(same);
+	}
+}
+
+/*
+ * One stall of the writer (5 ms among 1 ms steps) stays in the history for
+ * RDMAQ_CAD_WINDOW messages: the windows meanwhile must still cover the
+ * steady steps, not spend their budget before them.
+ */
+static void test_a_stall_does_not_move_the_window_off_the_rhythm(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, 20, MS, 2 * US);
+	t = feed(&c, t, 1, 5 * MS, 2 * US);
+	for (int i = 0; i < RDMAQ_CAD_WINDOW - 2; i++) {
+		int64_t next = t + MS + 2 * US;
+
+		CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+		CHECK(w.spin_from <= next && next <= w.spin_until);
+		CHECK(w.spin_until - w.spin_from <= MS / RDMAQ_CAD_BUDGET_DIV);
+		t = feed(&c, t, 1, MS, 2 * US);
+	}
+}
+
+/* RDMAQ_WINDOW_FROM_SHORTEST: the previous placement, which spent the budget before the steps. */
+static void test_from_shortest_spends_the_budget_from_the_shortest_interval(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	c.from_shortest = true;
+	t = feed(&c, 0, 20, MS, 2 * US);
+	t = feed(&c, t, 1, 5 * MS, 2 * US);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	CHECK(w.spin_until < t + 2 * US + MS);
+	CHECK(w.spin_until - w.spin_from == MS / RDMAQ_CAD_BUDGET_DIV);
+}
+
+/*
+ * A writer pacing with sleeps is late by a varying amount: most steps come
+ * 1.05-1.10 ms apart, a few at 1.30 ms, one early at 0.80 ms (catching up).
+ * The spread is wider than the budget: the window covers the common steps.
+ */
+static void test_the_budget_goes_where_most_intervals_fall(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t = 0;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, t, 2, MS + 50 * US, 2 * US);
+	t = feed(&c, t, 1, 800 * US, 2 * US);
+	for (int i = 0; i < 24; i++)
+		t = feed(&c, t, 1, MS + (50 + 10 * (i % 6)) * US, 2 * US);
+	for (int i = 0; i < 3; i++)
+		t = feed(&c, t, 1, MS + 300 * US, 2 * US);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	CHECK(w.spin_until - w.spin_from <= (MS + 100 * US) / RDMAQ_CAD_BUDGET_DIV);
+	CHECK(w.spin_from <= t + 2 * US + MS + 50 * US);
+	CHECK(w.spin_until >= t + 2 * US + MS + 100 * US);
+}
+
+static void test_far_means_even_the_shortest_interval_is_far(void)
+{
+	struct rdmaq_cadence c;
+	int64_t t;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, RDMAQ_CAD_MIN_SEEN, 10 * MS, 2 * US);
+	CHECK(!rdmaq_cadence_far(&c, t, 1 * MS)); /* not enough intervals yet */
+	t = feed(&c, t, 1, 10 * MS, 2 * US);
+	t = feed(&c, t, 1, 6 * MS, 2 * US);
+	CHECK(rdmaq_cadence_far(&c, t + 100 * US, 5 * MS));
+	CHECK(!rdmaq_cadence_far(&c, t + 100 * US, 6 * MS));
+	CHECK(!rdmaq_cadence_far(&c, t + 20 * MS, 1)); /* overdue */
+}
+
 int main(void)
 {
 	test_no_window_before_enough_intervals();
@@ -177,5 +287,10 @@ int main(void)
 	test_clean_windows_earn_the_backoff_back_slowly();
 	test_late_naps_start_earlier();
 	test_transit_is_the_fastest_seen();
+	test_the_sorted_history_follows_the_ring();
+	test_a_stall_does_not_move_the_window_off_the_rhythm();
+	test_the_budget_goes_where_most_intervals_fall();
+	test_from_shortest_spends_the_budget_from_the_shortest_interval();
+	test_far_means_even_the_shortest_interval_is_far();
 	return check_report("cadence");
 }

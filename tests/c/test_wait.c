@@ -6,6 +6,8 @@
  * with this file's rdmaq_cpu_busy() instead of busy.c: the machine's load
  * must not decide whether a wait spins here.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "busy.h"
@@ -14,10 +16,12 @@
 
 #define SPIN_MAX_NS 1000000U /* 1 ms: a failed full spin costs little here */
 
+static bool cpu_busy; /* what rdmaq_cpu_busy() says: the tests choose */
+
 bool rdmaq_cpu_busy(int64_t now_ns)
 {
 	(void)now_ns;
-	return false;
+	return cpu_busy;
 }
 
 /* A message that lands after `due` looks at the ring, or when the reader blocks. */
@@ -126,10 +130,164 @@ static void test_no_spin_budget_never_spins(void)
 	CHECK(msg.looks == 3);
 }
 
+/*
+ * A get naps first (rdmaq_wait_prepare_window), then waits: an oversubscribed
+ * CPU seen by both is one get that did not spin, counted once.
+ */
+static void test_a_busy_cpu_counts_once_per_get(void)
+{
+	struct rdmaq_cad_window win;
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	rdmaq_cadence_init(&cad);
+	cpu_busy = true;
+	for (int i = 0; i < 8; i++) {
+		msg = (struct message){ .due = 0 };
+		CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_landed, &msg, -1, &win) == 0);
+		CHECK(rdmaq_wait_next(&wt, &cad, NULL, message_landed, &msg, -1) == 0);
+	}
+	CHECK(stats.busy == 8 && stats.sleeps == 8 && stats.spins == 0);
+	/* A wait without a nap before it counts for itself. */
+	one_wait(&wt, 0);
+	CHECK(stats.busy == 9);
+	cpu_busy = false;
+}
+
+/*
+ * On an oversubscribed CPU a wait blocks at once; with a busy-spin budget
+ * (RDMAQ_BUSY_SPIN_US) it spins first, and a message that comes within the
+ * budget is taken without blocking.  The budget is fixed: blocked waits do
+ * not shrink it, and it applies with no adaptive spin at all.
+ */
+static void test_a_busy_cpu_spins_only_with_a_busy_spin_budget(void)
+{
+	struct rdmaq_waiter wt;
+
+	cpu_busy = true;
+	waiter_init(&wt);
+	for (int i = 0; i < 8; i++)
+		one_wait(&wt, 200);
+	CHECK(stats.busy == 8 && stats.spins == 0 && stats.sleeps == 8);
+
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	wt.busy_spin_ns = SPIN_MAX_NS;
+	for (int i = 0; i < 8; i++)
+		one_wait(&wt, 200); /* a few µs of looking: far inside the budget */
+	if (!stats.preempted) /* a spin that lost its CPU gives up on purpose */
+		CHECK(stats.busy == 8 && stats.spins == 8 && stats.sleeps == 0);
+	CHECK(stats.spins >= 1 && stats.spins + stats.sleeps == 8);
+
+	waiter_init(&wt);
+	wt.busy_spin_ns = 50000; /* 50 µs, then the wake-up brings it */
+	for (int i = 0; i < 4; i++)
+		one_wait(&wt, 0);
+	CHECK(stats.busy == 4 && stats.spins == 0 && stats.sleeps == 4);
+	CHECK(wt.busy_spin_ns == 50000);
+	cpu_busy = false;
+}
+
+/* Not oversubscribed: the budget changes nothing, the adaptive spin runs as before. */
+static void test_a_busy_spin_budget_leaves_an_idle_cpu_alone(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.busy_spin_ns = SPIN_MAX_NS;
+	for (int i = 0; i < 12; i++)
+		one_wait(&wt, 0);
+	CHECK(stats.busy == 0 && stats.spins == 0 && stats.sleeps == 12);
+	CHECK(wt.spin_ns == RDMAQ_MIN_SPIN_NS); /* halved by each blocked wait, as without */
+}
+
+static void test_the_busy_spin_budget_comes_from_the_environment(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	CHECK(wt.busy_spin_ns == 0);
+	setenv("RDMAQ_BUSY_SPIN_US", "250", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 250000);
+	setenv("RDMAQ_BUSY_SPIN_US", "1000001", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == -EINVAL && wt.busy_spin_ns == 250000);
+	CHECK(strstr(rdmaq_errmsg(), "RDMAQ_BUSY_SPIN_US") != NULL);
+	unsetenv("RDMAQ_BUSY_SPIN_US");
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 0);
+}
+
+/* A cadence whose last message was stamped now and whose intervals are all `iv`. */
+static void cadence_until_now(struct rdmaq_cadence *cad, int64_t iv)
+{
+	int64_t now = rdmaq_now_ns();
+
+	rdmaq_cadence_init(cad);
+	for (int i = 12; i >= 0; i--)
+		rdmaq_cadence_observe(cad, now - i * iv, now - i * iv + 2000);
+}
+
+/* One get that blocks (no window, no spin), told the cadence. */
+static void one_blocked_get(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad)
+{
+	msg = (struct message){ .due = 0 };
+	CHECK(rdmaq_wait_next(wt, cad, NULL, message_landed, &msg, -1) == 0);
+}
+
+/*
+ * A block settles the thread's lag first only when the next message cannot
+ * come soon (1 s apart against the threshold; 1 ms apart: never), and
+ * never without a cadence or with settling off (settle_far_ns 0).
+ */
+static void test_settles_before_blocking_only_when_the_next_message_is_far(void)
+{
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.anticipate = false;
+	wt.spin_max_ns = wt.spin_ns = 0;
+	cadence_until_now(&cad, 1000000000LL);
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1 && stats.sleeps == 1);
+	cadence_until_now(&cad, 1000000LL);
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1 && stats.sleeps == 2);
+	one_blocked_get(&wt, NULL);
+	CHECK(stats.settles == 1 && stats.sleeps == 3);
+	wt.settle_far_ns = 0;
+	cadence_until_now(&cad, 1000000000LL);
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1 && stats.sleeps == 4);
+}
+
+/* By default a waiter settles when the next message is 3 ms away or more, not nearer. */
+static void test_settling_is_on_by_default_from_3_ms(void)
+{
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.anticipate = false;
+	wt.spin_max_ns = wt.spin_ns = 0;
+	cadence_until_now(&cad, 10000000LL);
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1);
+	cadence_until_now(&cad, 2000000LL);
+	one_blocked_get(&wt, &cad);
+	CHECK(stats.settles == 1 && stats.sleeps == 2);
+}
+
 int main(void)
 {
 	test_waits_that_block_shrink_the_spin_to_the_minimum();
 	test_a_spin_that_finds_its_message_never_blocks();
 	test_no_spin_budget_never_spins();
+	test_a_busy_cpu_counts_once_per_get();
+	test_a_busy_cpu_spins_only_with_a_busy_spin_budget();
+	test_a_busy_spin_budget_leaves_an_idle_cpu_alone();
+	test_the_busy_spin_budget_comes_from_the_environment();
+	test_settles_before_blocking_only_when_the_next_message_is_far();
+	test_settling_is_on_by_default_from_3_ms();
 	return check_report("wait");
 }

@@ -1,9 +1,8 @@
 """The `rdmaq` command as a user meets it: exit status 0 done, 1 failed run, 2 bad
 arguments; every error is one line on stderr, never a traceback.
 
-Runs the installed console script (the one `pip install .` puts beside this Python).
-A package that is "not installed" is simulated by a None entry in sys.modules,
-which makes its import fail exactly as a missing package does.
+Runs the installed console script (the one `pip install .` puts beside this Python):
+tests/cli/command.py.
 """
 import importlib.util
 import json
@@ -15,35 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from command import HANG_GUARD_S, one_line_error, run
 from transports import why_no_verbs
 
 REPO = Path(__file__).resolve().parents[2]
-RDMAQ = Path(sys.executable).parent / "rdmaq"
-HANG_GUARD_S = 300  # a hang fails the test; it is no time assertion
-
-
-def run(*argv, block=(), env=None):
-    """Run `rdmaq ARGV`; `block` names modules made unimportable in the command's process."""
-    if block:
-        code = ("import sys\n"
-                + "".join(f"sys.modules[{m!r}] = None\n" for m in block)
-                + "from rdmaq.cli import main\nsys.exit(main(sys.argv[1:]))\n")
-        cmd = [sys.executable, "-c", code, *argv]
-    else:
-        assert RDMAQ.exists(), f"no rdmaq console script beside {sys.executable}"
-        cmd = [str(RDMAQ), *argv]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S,
-                          env={**os.environ, **(env or {})})
-
-
-def one_line_error(p, status, prog, *words):
-    err = p.stderr.strip()
-    assert p.returncode == status, (p.returncode, p.stdout, p.stderr)
-    assert "Traceback" not in p.stderr and len(err.splitlines()) == 1, p.stderr
-    assert err.startswith(f"{prog}: "), err
-    for w in words:
-        assert w in err, err
-    return err
 
 
 def test_demo_runs_and_checks_every_message():
@@ -55,11 +29,14 @@ def test_demo_runs_and_checks_every_message():
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["demo", "--readers", "0"], ["--readers", "must be >= 1, got 0"]),
+    (["demo", "--readers", "0"], ["--readers", "must be in 1..256, got 0"]),
     (["demo", "--messages", "-5"], ["--messages", "must be >= 1, got -5"]),
     (["demo", "--messages", "ten"], ["--messages", "not an integer: 'ten'"]),
-    (["demo", "--size", "0"], ["--size", "got 0"]),
-    (["demo", "--readers", "100000"], ["n_readers", "100000"]),
+    (["demo", "--size", "0"], ["--size", "must be positive"]),
+    (["demo", "--readers", "100000"], ["--readers", "must be in 1..256, got 100000"]),
+    (["demo", "--size", "2X"], ["--size", "bad size '2X'"]),
+    (["demo", "--slot-bytes", "1000"], ["--slot-bytes", "multiple of 64, got 1000"]),
+    (["demo", "--slots", "1"], ["--slots", "must be in 2..", "got 1"]),
     (["demo", "--transport", "tcp"], ["--transport", "invalid choice: 'tcp'"]),
     (["demo", "--no-such-flag"], ["unrecognized arguments: --no-such-flag"]),
     (["bench", "--readers", "0"], ["bad readers list"]),
@@ -67,10 +44,49 @@ def test_demo_runs_and_checks_every_message():
     (["bench", "--from-json", "/nonexistent/r.json"], ["--from-json", "cannot read",
                                                        "No such file or directory"]),
     (["bench", "--json", "/nonexistent/r.json"], ["--json", "/nonexistent", "does not exist"]),
+    (["bench", "serve", "--bogus"], ["unrecognized arguments: --bogus"]),
     (["doctor", "--bogus"], ["unrecognized arguments: --bogus"]),
+    (["softroce"], ["missing COMMAND: up, down or status"]),
+    (["softroce", "up"], ["the following arguments are required: --netdev"]),
+    (["softroce", "sideways"], ["invalid choice: 'sideways'"]),
+    (["vllm"], ["missing COMMAND: install-cpu or check"]),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, words):
-    one_line_error(run(*argv), 2, f"rdmaq {argv[0]}", *words)
+    err = one_line_error(run(*argv), 2, f"rdmaq {argv[0]}", *words)
+    assert "usage:" not in err
+
+
+def test_errors_name_the_option_not_the_api_argument():
+    err = one_line_error(run("demo", "--readers", "300"), 2, "rdmaq demo", "--readers")
+    assert "n_readers" not in err
+    assert "reader processes, 1..256" in run("demo", "--help").stdout
+
+
+def test_demo_and_bench_read_sizes_alike():
+    p = run("demo", "--readers", "1", "--messages", "20", "--size", "2K", "--transport", "shm")
+    assert p.returncode == 0, p.stderr
+    assert "size=2048 B" in p.stdout, p.stdout
+    p = run("demo", "--readers", "1", "--messages", "20", "--size", "1M", "--slot-bytes", "4K",
+            "--slots", "8", "--transport", "shm")
+    assert p.returncode == 0, p.stderr
+    assert "size=1048576 B ring=8 x 4096 B" in p.stdout, p.stdout
+
+
+def test_bench_refuses_a_plot_format_before_running(tmp_path):
+    p = run("bench", "--queues", "rdmaq-shm", "--quick", "--plot", str(tmp_path / "x.txt"))
+    one_line_error(p, 2, "rdmaq bench", "--plot", "cannot write .txt files", ".png")
+    assert p.stdout == ""  # nothing measured, no table
+
+
+def test_bench_serve_help_needs_no_extra():
+    p = run("bench", "serve", "--help", block=["numpy", "psutil", "matplotlib", "tokenizers"])
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert p.stdout.startswith("usage: rdmaq bench serve")
+
+
+def test_bench_serve_without_psutil_names_the_extra():
+    p = run("bench", "serve", "--queues", "shm", block=["psutil"])
+    one_line_error(p, 1, "rdmaq bench serve", "'psutil'", 'pip install "rdmaq[bench]"')
 
 
 def test_unknown_command_exits_2():
@@ -89,12 +105,13 @@ def test_bench_from_json_refuses_other_files(tmp_path):
 @pytest.mark.skipif(why_no_verbs() is None, reason="this machine can run verbs")
 def test_demo_verbs_without_rdma_fails_with_one_line():
     err = one_line_error(run("demo", "--transport", "verbs", "--readers", "1"), 1, "rdmaq demo",
-                         "cannot create a verbs writer")
+                         "cannot create the writer (--transport verbs)")
     assert "rdmaq doctor" in err
 
 
 def test_help_is_plain_text_with_defaults():
-    for argv in (["demo", "--help"], ["doctor", "--help"], ["--help"], ["bench", "--help"]):
+    for argv in (["demo", "--help"], ["doctor", "--help"], ["--help"], ["bench", "--help"],
+                 ["softroce", "--help"], ["vllm", "--help"], ["bench", "serve", "--help"]):
         p = run(*argv)
         assert p.returncode == 0 and p.stderr == "", (argv, p.stderr)
         assert "``" not in p.stdout, p.stdout
@@ -145,8 +162,17 @@ def test_build_says_when_it_skips_verbs():
             "RDMAQ_NO_VERBS=1 is set") in p.stderr, p.stderr
 
 
+def _build_module():
+    """rdmaq/_build.py of this source tree, loaded as setup.py loads it (it reads csrc/ beside
+    it, so an installed copy cannot run)."""
+    spec = importlib.util.spec_from_file_location("_build", REPO / "rdmaq" / "_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_build_names_the_missing_headers(tmp_path, monkeypatch):
-    from rdmaq import _build
+    _build = _build_module()
 
     monkeypatch.delenv("RDMAQ_NO_VERBS", raising=False)
     monkeypatch.setattr(_build, "VERBS_INCLUDE_DIRS", (str(tmp_path),))

@@ -6,6 +6,7 @@ import pytest
 
 import rdmaq
 from children import sleepy_reader, start
+from rdmaq.queue import SCRATCH_BYTES
 
 # Under the VM's emulation a verbs message costs ~1 ms: fewer laps there.
 LAPS = {"shm": 5000, "verbs": 1000}
@@ -109,6 +110,13 @@ def test_message_above_max_is_refused_clearly(transport):
         r.close()
 
 
+def test_message_above_max_is_refused_before_any_reader_attached(transport):
+    with rdmaq.Writer(1, transport=transport, max_message_bytes=1000) as w:
+        # refused at once: not a TimeoutError after waiting for a reader that never comes
+        with pytest.raises(rdmaq.MessageTooLarge, match="1001 bytes exceeds max_message_bytes=1000"):
+            w.put([b"x" * 1000, b"x"], timeout=10)
+
+
 def test_streamed_message_cut_by_timeout_is_discarded_not_half_delivered(transport):
     with rdmaq.Writer(1, transport=transport, slot_bytes=256, slots=4) as w:
         r = rdmaq.Reader(w.handle, 0)
@@ -137,10 +145,11 @@ def test_get_times_out_then_receives(transport):
         r.close()
 
 
-def test_reader_resumes_a_message_interrupted_by_timeout(transport):
+@pytest.mark.parametrize("size", [10_000, SCRATCH_BYTES + 10_000], ids=["in-scratch", "own-buffer"])
+def test_reader_resumes_a_message_interrupted_by_timeout(transport, size):
     with rdmaq.Writer(1, transport=transport, slot_bytes=256, slots=4) as w:
         r = rdmaq.Reader(w.handle, 0)
-        payload = bytes(range(250)) * 40
+        payload = bytes(range(250)) * (size // 250)
         t = threading.Thread(target=lambda: w.put(payload, timeout=60))
         t.start()
         # a get with a short timeout may stop mid-message; the next resumes it

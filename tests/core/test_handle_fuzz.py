@@ -196,3 +196,55 @@ def test_shm_name_of_no_queue(shm_writer):
 def test_shm_name_too_long(shm_writer, name):
     h = shm_writer.handle()
     _expect_refused(_with(h, info=dataclasses.replace(h.info, name=name)), 0, "name")
+
+
+# ------------------------------------------------- every field of the handle itself
+HANDLE_FIELDS = [f.name for f in dataclasses.fields(rdmaq.Handle)]
+
+
+@pytest.mark.parametrize("key", HANDLE_FIELDS)
+def test_handle_field_missing(writer, key):
+    """A handle pickled by another release may lack any field, even one with a
+    default (version): named, never an AttributeError nor the default."""
+    h = copy.copy(writer.handle())
+    object.__delattr__(h, key)
+    _expect_refused(h, 0, key)
+
+
+@SETTINGS
+@given(data=st.data(), value=junk)
+def test_handle_field_of_the_wrong_type(writer, data, value):
+    h = writer.handle()
+    key = data.draw(st.sampled_from(HANDLE_FIELDS))
+    if type(value) is type(getattr(h, key)):
+        return  # a well-typed value is test_handle_field_corrupt's business
+    _expect_refused(_with(h, **{key: value}), 0, key)
+
+
+# Well-typed but wrong: a strategy for each field of Handle, given the real
+# handle (the test below fails on a new field without one).  The info's own
+# fields are corrupted above and per transport.
+CORRUPT = {
+    "transport": lambda h: st.text(max_size=10).filter(lambda v: v not in ("shm", "verbs")),
+    "n_readers": lambda h: st.one_of(huge_or_negative, st.just(0)),
+    "info": lambda h: st.just(OTHER_INFO[h.transport]),
+    "version": lambda h: st.integers().filter(lambda v: v != HANDLE_VERSION),
+}
+
+
+def test_every_handle_field_has_a_corruption():
+    assert sorted(CORRUPT) == sorted(HANDLE_FIELDS)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_handle_field_corrupt(writer, data):
+    h = writer.handle()
+    key = data.draw(st.sampled_from(HANDLE_FIELDS))
+    _expect_refused(_with(h, **{key: data.draw(CORRUPT[key](h))}), 0, key)
+
+
+def test_shm_handle_of_another_boot(shm_writer):
+    h = shm_writer.handle()
+    info = dataclasses.replace(h.info, boot_id="0" * 36)
+    _expect_refused(_with(h, info=info), 0, "boot_id")

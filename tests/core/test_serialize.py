@@ -141,5 +141,17 @@ def test_message_is_pickle_protocol_5_behind_a_header():
 
 def test_truncated_message_is_refused_clearly():
     msg = _message(serialize.dumps(np.zeros(1 << 17)))
-    with pytest.raises(ValueError, match="truncated object message"):
+    with pytest.raises(rdmaq.ProtocolError, match="truncated object message"):
         serialize.loads(msg[:-100])
+
+
+def test_another_release_s_framing_is_named_not_misread():
+    """The magic is the framing's version: a message framed by another release is a
+    ProtocolError naming both; bytes that were never an object message stay a ValueError."""
+    msg = _message(serialize.dumps({"k": 1}))
+    msg[:4] = b"RQP6"
+    with pytest.raises(rdmaq.ProtocolError, match="another release's framing .'RQP6', this rdmaq reads 'RQP5'"):
+        serialize.loads(msg)
+    msg[:4] = b"\x80\x05\x95\x00"  # a bare pickle
+    with pytest.raises(ValueError, match="not an rdmaq object message"):
+        serialize.loads(msg)

@@ -19,7 +19,7 @@ from rdmaq.handle import ShmInfo
 from rdmaq.transport import shm
 
 SHM = "/dev/shm"
-# csrc/shm.c: hdr (64) | writer wait (64) | attach[n] (64 each) | credit[n] (64 each) | ring
+# csrc/shm_format.h: hdr (64) | writer wait (64) | attach[n] (64 each) | credit[n] (64 each) | ring
 HDR = struct.Struct("<IIIIIiQQQQ")
 MAGIC, VERSION = 0x7164726D, 2
 
@@ -108,6 +108,25 @@ def test_forged_segment_is_refused_not_a_crash(case, size, fields, match):
         h = rdmaq.Handle("shm", 1, ShmInfo(name, ""))
         with pytest.raises(rdmaq.ProtocolError, match=match):
             rdmaq.Reader(h, 0)
+    finally:
+        os.unlink(os.path.join(SHM, name))
+
+
+@pytest.mark.parametrize("field, value, why", [
+    ("slots", 1, "slots must be in 2..16777216, got 1"),
+    ("slots", (1 << 24) + 1, "slots must be in 2..16777216, got 16777217"),
+    ("slot_bytes", 100, "slot_bytes must be a multiple of 64 in 128..1073741824, got 100"),
+    ("n_readers", 0, "n_readers must be in 1..256, got 0"),
+])
+def test_corrupt_header_message_comes_out_intact(field, value, why):
+    """The reason quoted after "corrupt header" reads as the check wrote it."""
+    name = f"rdmaq-forged-{os.getpid()}-{field}"
+    size = _layout_bytes(1, 1024, 8)
+    _forge(name, size, **{field: value, "seg_bytes": size})
+    try:
+        with pytest.raises(rdmaq.ProtocolError) as e:
+            rdmaq.Reader(rdmaq.Handle("shm", 1, ShmInfo(name, "")), 0)
+        assert str(e.value) == f"attach reader 0: /{name} has a corrupt header: {why}"
     finally:
         os.unlink(os.path.join(SHM, name))
 

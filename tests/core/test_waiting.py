@@ -21,7 +21,7 @@ from observe import in_thread
 from rdmaq._rdmaq import lib
 
 SYS_SCHED_GETATTR = 315  # x86-64
-SLICE_NS = 100_000
+SLICE_NS = 300_000  # the default slice_us=300
 
 
 def _thread_slice_ns():
@@ -95,6 +95,46 @@ def test_restore_slice_gives_the_thread_its_own_back():
     before, after, stats = _blocked_get_then_slice(restore_slice=True)
     assert stats["sleeps"] >= 1
     assert after == before != SLICE_NS
+
+
+def _blocking_gets_paced(count, pace_s):
+    """A reader that always blocks (no window, no spin) gets `count` messages sent
+    `pace_s` apart; its counters."""
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0, spin_us=0, anticipate=False)
+        w.wait_ready(timeout=TIMEOUT)
+        t, box = in_thread(lambda: [bytes(r.get(timeout=TIMEOUT)) for _ in range(count)])
+        for i in range(count):
+            time.sleep(pace_s)
+            w.put(b"%d" % i, timeout=TIMEOUT)
+        t.join(TIMEOUT)
+        stats = r.stats
+        r.close()
+    assert box.get("value") == [b"%d" % i for i in range(count)], box
+    return stats
+
+
+def test_settle_before_blocking_when_the_next_message_is_far(monkeypatch):
+    """By default, once the reader knows the writer's rhythm, a get that blocks while the
+    next message is still 3 ms or more away first settles the thread's scheduler lag;
+    RDMAQ_SETTLE_FAR_US=0 turns that off."""
+    monkeypatch.delenv("RDMAQ_SETTLE_FAR_US", raising=False)
+    stats = _blocking_gets_paced(14, 0.06)  # messages come 60 ms apart
+    assert stats["sleeps"] >= 1 and stats["settles"] >= 1
+    monkeypatch.setenv("RDMAQ_SETTLE_FAR_US", "0")
+    stats = _blocking_gets_paced(14, 0.06)
+    assert stats["sleeps"] >= 1 and stats["settles"] == 0
+
+
+@pytest.mark.parametrize("var,value", [("RDMAQ_SETTLE_FAR_US", "soon"), ("RDMAQ_SETTLE_FAR_US", "-1"),
+                                       ("RDMAQ_SETTLE_FAR_US", "3000us"),
+                                       ("RDMAQ_WINDOW_FROM_SHORTEST", "2"),
+                                       ("RDMAQ_BUSY_SPIN_US", "fast"),
+                                       ("RDMAQ_BUSY_SPIN_US", "1000001")])
+def test_a_malformed_waiting_variable_is_an_error_naming_it(monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError, match=var):
+        rdmaq.Writer(1, transport="shm")
 
 
 def test_slice_off_leaves_the_thread_alone():

@@ -8,6 +8,7 @@ out-of-bounds read or a hang), and the real endpoint must keep working.
 """
 import copy
 import dataclasses
+import errno
 import json
 import os
 import secrets
@@ -172,7 +173,8 @@ def test_half_attached_reader_holds_its_index_until_its_connection_ends(procs, r
         forger.dealer.close()
         procs.append(start(checksum_reader, w.handle, 0, 2, results))
         got = results.get(timeout=300)
-        assert got[1] == "error" and "already being attached by another reader" in got[2], got
+        assert got[1] == "error" and got[2].startswith("IndexInUseError("), got
+        assert "already being attached by another reader" in got[2], got
         forger.live.close()
         procs.append(start(checksum_reader, w.handle, 0, 2, results))
         served.join(600)
@@ -314,6 +316,19 @@ def test_forged_writer_reply_is_a_protocol_error_naming_the_field(mutate, want):
         fake.close()
     assert isinstance(err, rdmaq.ProtocolError), repr(err)
     assert want in str(err) and "writer (pid 4242)" in str(err), str(err)
+
+
+def test_refusal_of_a_taken_index_is_index_in_use():
+    """The writer's EBUSY (the index attached, or being attached by a live reader) is
+    rdmaq.IndexInUseError, as over shm (README's error table)."""
+    fake = FakeWriter()
+    try:
+        err = _forged_reply(fake, lambda g, q: {"ok": False, "error": "reader index 0 is already attached",
+                                                "errno": errno.EBUSY})
+    finally:
+        fake.close()
+    assert type(err) is rdmaq.IndexInUseError and err.errno == errno.EBUSY, repr(err)
+    assert "writer refused: reader index 0 is already attached" in str(err), str(err)
 
 
 def test_junk_refusal_is_an_error_not_a_crash():

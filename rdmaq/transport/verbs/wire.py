@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..._rdmaq import lib as _core  # the limits of rdmaq.h
 from ...fields import U24, U32, U64, Bad, array, attr, get, hexbytes, integer, obj, raw_bytes, show, text
 from ...handle import VerbsInfo
 
@@ -128,12 +129,15 @@ def address(v: object, field: str) -> Address:
 
 
 def geometry(v: object, field: str) -> Geometry:
+    """Within the C core's limits (rdmaq_config_check checks the rest again)."""
     d = obj(v, field)
     return Geometry(
-        n_readers=integer(get(d, "n_readers", f"{field}.n_readers"), f"{field}.n_readers", 1, 256),
+        n_readers=integer(get(d, "n_readers", f"{field}.n_readers"), f"{field}.n_readers", 1,
+                          _core.RDMAQ_MAX_READERS),
         slot_bytes=integer(get(d, "slot_bytes", f"{field}.slot_bytes"), f"{field}.slot_bytes",
-                           128, 1 << 30),
-        slots=integer(get(d, "slots", f"{field}.slots"), f"{field}.slots", 2, 1 << 24),
+                           _core.RDMAQ_MIN_SLOT_BYTES, _core.RDMAQ_MAX_SLOT_BYTES),
+        slots=integer(get(d, "slots", f"{field}.slots"), f"{field}.slots", _core.RDMAQ_MIN_SLOTS,
+                      _core.RDMAQ_MAX_SLOTS),
     )
 
 

@@ -16,7 +16,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import zmq
 
@@ -39,9 +39,6 @@ from .device import (
 )
 from .protocol import Accepted, Attach, Attached, Done, Refused, Reply, Request
 from .wire import Address, Exposed, Geometry, Pool
-
-if TYPE_CHECKING:
-    from .reader import ReaderBackend
 
 NAME = "verbs"
 
@@ -127,8 +124,9 @@ class WriterBackend:
         return exposed_of(e)
 
     # -- readers in this process ----------------------------------------------
-    def attach_local(self, reader: ReaderBackend, index: int, geometry: Geometry) -> None:
-        """Connect a reader of this process: the loopback pool, a socketpair for liveness."""
+    def attach_local(self, reader: Any, index: int, geometry: Geometry) -> None:
+        """Connect ``reader`` (a struct rdmaq_reader * of this process): the loopback pool,
+        a socketpair for liveness."""
         if index >= self._n:  # as _answer checks a remote reader's
             raise ValueError(f"reader index {index} out of range: queue has {self._n} readers")
         if geometry != self._geometry:
@@ -139,11 +137,11 @@ class WriterBackend:
             check(lib.rdmaq_verbs_pool_find(self._ctx.ptr, self._proc, pool), "loopback QP pool")
             mine, theirs = socket.socketpair()
             rinfo = ffi.new("struct rdmaq_verbs_ep_info *")
-            lib.rdmaq_verbs_reader_info(reader.ptr, rinfo)
+            lib.rdmaq_verbs_reader_info(reader, rinfo)
             desc = f"pid {os.getpid()}".encode()
             # Reader first: if the writer then refuses, closing `mine`
             # tells the reader's ring it may be freed.
-            rc = lib.rdmaq_verbs_reader_connect(reader.ptr, pool[0],
+            rc = lib.rdmaq_verbs_reader_connect(reader, pool[0],
                                                 exposed_struct(self._credit_slot(index)),
                                                 theirs.fileno(), desc)
             if rc < 0:

@@ -1,8 +1,9 @@
 """conftest for vLLM's own MessageQueue tests, run against rdmaq's class.
 
-tests/vllm/ci.sh copies vLLM 0.33.0's test files (from its sdist, cached under
-~/.cache, never into this repo) and this file, as conftest.py, into a scratch
-directory and runs pytest there.  (It is not named conftest.py here so that a
+tests/vllm/ci.sh copies vLLM 0.33.0's test files, and vLLM 0.26.0's (the vLLM
+of the GPU run, docs/benchmarks.md), from their sdists (cached under ~/.cache,
+never into this repo) and this file, as conftest.py, into a scratch directory
+and runs pytest there, once per version.  (It is not named conftest.py here so that a
 pytest run over tests/ in an environment without vLLM does not import it.)  This
 module is imported before the test modules, so the plugin's swap of
 ``shm_broadcast.MessageQueue`` is what their
@@ -11,9 +12,13 @@ inherit it.  ``RDMAQ_UPSTREAM_IMPL=vllm`` runs the same selection against
 vLLM's own class (a baseline).
 
 Tests that assert vLLM's internals rather than the queue's contract are
-deselected, each with its reason (printed at the end of the run): of
-test_shm_broadcast.py's 61 cases 10 run and 51 are deselected, of
+deselected, each with its reason (printed at the end of the run). vLLM 0.33.0:
+of test_shm_broadcast.py's 61 cases 10 run and 51 are deselected, of
 test_mq_connect_ip.py's 3 cases 2 run, test_multiproc_executor.py's 13 all run.
+vLLM 0.26.0: of test_shm_broadcast.py's 6 cases 2 run and 4 are deselected (the
+SpinCondition ones, as in 0.33), of test_mq_connect_ip.py's 3 cases 2 run; it has
+no test_multiproc_executor.py (its tests/v1/executor/test_executor.py builds
+engines of downloaded models: no MessageQueue test).
 Where a deselected case checks behaviour a caller sees, its reason names the
 test that checks it on rdmaq's class (tests/vllm/test_queue.py, or
 tests/vllm/test_upstream_adapted.py, which adapts those cases).
@@ -24,6 +29,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+from importlib.metadata import version
 
 import pytest
 import vllm.distributed.device_communicators.shm_broadcast as _sb
@@ -121,13 +127,26 @@ DESELECT: dict[str, str] = {
 }
 
 
-# (cases run, cases deselected) per file, as README.md and docs/vllm.md state them;
-# a vLLM update that changes them fails the run until they are updated there too.
-COUNTS = {
-    "test_shm_broadcast.py": (10, 51),
-    "test_mq_connect_ip.py": (2, 1),
-    "test_multiproc_executor.py": (13, 0),
+# (cases run, cases deselected) per file and vLLM release, as README.md and docs/vllm.md
+# state them; a vLLM update that changes them fails the run until they are updated there too.
+COUNTS_BY_VLLM = {
+    "0.33": {
+        "test_shm_broadcast.py": (10, 51),
+        "test_mq_connect_ip.py": (2, 1),
+        "test_multiproc_executor.py": (13, 0),
+    },
+    "0.26": {
+        "test_shm_broadcast.py": (2, 4),
+        "test_mq_connect_ip.py": (2, 1),
+    },
 }
+VLLM_MINOR = ".".join(version("vllm").split(".")[:2])
+if VLLM_MINOR not in COUNTS_BY_VLLM:
+    raise pytest.UsageError(f"vLLM {version('vllm')}: no upstream selection for it here "
+                            f"(have {sorted(COUNTS_BY_VLLM)})")
+COUNTS = COUNTS_BY_VLLM[VLLM_MINOR]
+# DESELECT was written against the newest release's files; an older release lacks some tests
+NEWEST = max(COUNTS_BY_VLLM, key=lambda v: tuple(map(int, v.split("."))))
 
 
 # test_shm_broadcast.py's distributed_run() kills its ranks after 60 s: a wall-clock
@@ -178,7 +197,7 @@ def pytest_collection_modifyitems(config, items):
         counts.setdefault(item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1], [0, 0])[
             reason is not None] += 1
     counts = {f: tuple(c) for f, c in counts.items()}
-    whole_files = config.args == list(COUNTS) and not (
+    whole_files = sorted(config.args) == sorted(COUNTS) and not (
         config.getoption("keyword") or config.getoption("markexpr"))
     if whole_files and counts != COUNTS:  # (a partial selection has other counts)
         raise pytest.UsageError(
@@ -189,13 +208,14 @@ def pytest_collection_modifyitems(config, items):
     names = [i.nodeid.rsplit("/", 1)[-1] for i, _ in dropped]
     config._rdmaq_unused = [
         p for p in DESELECT if not any(n.startswith(p) for n in names)
-    ]
+    ] if VLLM_MINOR == NEWEST else []
 
 
 def pytest_terminal_summary(terminalreporter, config):
     dropped = getattr(config, "_rdmaq_deselected", [])
     tr = terminalreporter
-    tr.section(f"MessageQueue under test: {IMPL}; deselected {len(dropped)}")
+    tr.section(f"MessageQueue under test: {IMPL} (vLLM {version('vllm')}); "
+               f"deselected {len(dropped)}")
     for f, (run, desel) in getattr(config, "_rdmaq_counts", {}).items():
         tr.write_line(f"{f}: {run + desel} cases, {run} run, {desel} deselected")
     by_reason: dict[str, list[str]] = {}

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The GPU machine's side of `rdmaq bench serve` on vLLM 0.26 (docs/benchmarks.md, "On real
+# GPUs"). Run from the repository root there; each step is one short command line.
+#
+#   bench/gpu/device.sh unpack          unpack the payload pieces this copy carries (.payload/*)
+#                                       into $DEST and say which are still missing
+#   bench/gpu/device.sh setup           (all pieces there) build rdmaq into $DEST/site, make the
+#                                       models, check the serving path (preflight.py, on the GPU)
+#   bench/gpu/device.sh smoke           three servers on the tiny model, 4 requests per queue, idle
+#   bench/gpu/device.sh sweep           the sweep on the 1B model, cut at $DEADLINE s, servers kept
+#   bench/gpu/device.sh resume          the next part of it (stops the servers once all ran);
+#                                       SWEEP=ab resumes the A/B instead
+#   bench/gpu/device.sh ab              the A/B of rdmaq's waiting under CPU hogs (docs/benchmarks.md:
+#                                       AB_QUEUES, AB_SETTINGS), servers kept, like sweep
+#   bench/gpu/device.sh restore FILE    a sweep's last part brought back (sweep-partN.tgz, carried
+#                                       in the repository copy) into $DEST/sweep, for `resume` on
+#                                       a new machine (new servers are started)
+#   bench/gpu/device.sh status          what $DEST holds, the kept servers, the GPU's memory
+#
+# Results are written under $DEST (outside the repository copy: kept between calls while the
+# machine is held) and each step copies them into $OUT (at most 8 files; the tool brings them
+# back). Exit status: the step's (rdmaq bench serve: 3 = runs left for `resume`).
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+DEST=${RDMAQ_GPU_DEST:-/tmp/rdmaq-gpu}
+OUT=${OUT:-$DEST/out}
+PY=${PYTHON:-python3}
+DEADLINE=${DEADLINE:-480}  # s: a call lasts 600 s at most; stopping (at most 30 s, the servers
+                           # together) and packing come after the last run
+mkdir -p "$DEST" "$OUT"
+# vLLM's CUDA platform and NCCL: keep what the machine sets (NVLink multicast off)
+export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+say() { printf 'device.sh: %s\n' "$*"; }
+
+payload_env() {
+  [ -f "$DEST/env.sh" ] || { say "no complete payload in $DEST: run 'unpack' with every piece"; exit 1; }
+  # shellcheck source=/dev/null
+  . "$DEST/env.sh"
+}
+
+# a results directory into $OUT: results.json and summary.md as they are, the rest as one tar
+pack() {  # pack DIR NAME
+  local dir=$1 name=$2
+  [ -d "$dir" ] || return 0
+  for f in results.json summary.md serve.png; do
+    [ -f "$dir/$f" ] && cp "$dir/$f" "$OUT/$name-$f"
+  done
+  tar czf "$OUT/$name.tgz" -C "$dir" --exclude=model --exclude='steptime-*/g*.json' . &&
+    say "packed $dir into $OUT/$name.tgz ($(du -h "$OUT/$name.tgz" | cut -f1))"
+}
+
+bench() {  # bench ARGS...: rdmaq bench serve from the payload (not the source tree's rdmaq/)
+  # a SIGTERM before the call's end: the harness stops (servers kept) and the step still packs
+  (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench serve "$@")
+}
+
+parts() {  # the parts a sweep directory's results.json records
+  "$PY" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["parts"]))' "$1/results.json" 2>/dev/null || echo 0
+}
+
+step=${1:-status}
+case $step in
+  unpack)
+    shopt -s nullglob
+    pieces=("$REPO"/.payload/*/)
+    "$PY" "$REPO/bench/gpu/unpack.py" "${pieces[@]}" --dest "$DEST" ;;
+  setup)
+    "$PY" "$REPO/bench/gpu/unpack.py" --dest "$DEST" --require-complete || exit 1
+    payload_env
+    t=$(date +%s)
+    "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --upgrade \
+      --target "$DEST/site" "$REPO" >"$DEST/pip-rdmaq.log" 2>&1 ||
+      { tail -30 "$DEST/pip-rdmaq.log"; say "building rdmaq failed"; exit 1; }
+    say "rdmaq built into $DEST/site in $(( $(date +%s) - t )) s"
+    for shape in tiny llama-3.2-1b; do
+      [ -f "$DEST/models/$shape/config.json" ] ||
+        "$PY" "$REPO/tests/vllm/make_tiny_llama.py" "$DEST/models/$shape" --shape "$shape" \
+          --dtype bfloat16 --device cuda || exit 1
+    done
+    nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
+    (cd "$DEST" && "$PY" "$REPO/bench/gpu/preflight.py" --bench-model "$DEST/models/tiny" \
+       --json "$OUT/preflight.json") ;;
+  smoke)
+    payload_env
+    rm -rf "$DEST/smoke"
+    bench --device cuda --model "$DEST/models/tiny" --out "$DEST/smoke" --settings idle \
+      --runs 1 --num-prompts 4 --rate 8 --output-len 32 --input-len 32 --label "${LABEL:-H200}" "${@:2}"
+    rc=$?; pack "$DEST/smoke" smoke; exit $rc ;;
+  sweep)
+    payload_env
+    rm -rf "$DEST/sweep"
+    bench --device cuda --model "$DEST/models/llama-3.2-1b" --out "$DEST/sweep" \
+      --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
+    rc=$?; pack "$DEST/sweep" "sweep-part$(parts "$DEST/sweep")"; exit $rc ;;
+  ab)
+    payload_env
+    rm -rf "$DEST/ab"
+    bench --device cuda --model "$DEST/models/llama-3.2-1b" --out "$DEST/ab" \
+      --queues "${AB_QUEUES:-shm,shm-spinloop,rdmaq,rdmaq@RDMAQ_BUSY_SPIN_US=3000,rdmaq@RDMAQ_SLICE_US=0}" \
+      --settings "${AB_SETTINGS:-hogs,hogs-sessions}" --num-prompts 64 --gpu-memory-utilization 0.15 \
+      --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
+    rc=$?; pack "$DEST/ab" "ab-part$(parts "$DEST/ab")"; exit $rc ;;
+  resume)
+    payload_env
+    dir=$DEST/${SWEEP:-sweep}
+    bench --out "$dir" --resume --keep-servers --deadline "$DEADLINE" "${@:2}"
+    rc=$?; pack "$dir" "${SWEEP:-sweep}-part$(parts "$dir")"; exit $rc ;;
+  restore)
+    [ -f "${2:-}" ] || { say "restore: give a sweep-partN.tgz"; exit 2; }
+    dir=$DEST/${SWEEP:-sweep}
+    rm -rf "$dir" && mkdir -p "$dir" && tar xzf "$2" -C "$dir" &&
+      say "restored $2 into $dir: $(parts "$dir") part(s) so far" ;;
+  status)
+    "$PY" "$REPO/bench/gpu/unpack.py" --dest "$DEST"
+    [ -f "$DEST/sweep/servers.json" ] && say "kept servers: $(cat "$DEST/sweep/servers.json" | head -c 400)"
+    nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null
+    exit 0 ;;
+  *)
+    sed -n '2,/^set -uo/p' "$0" | grep '^#'; exit 2 ;;
+esac

@@ -1,0 +1,193 @@
+"""The GPU machine's payload without the network or a GPU: pieces packed reproducibly from a
+site directory, each checked against the manifest it travels with and unpacked in any order
+and in separate calls, pieces of another build or damaged archives refused, the payload's
+vLLM CLI and environment written once all are there (bench/gpu/build_payload.py, unpack.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+GPU = Path(__file__).resolve().parents[2] / "bench" / "gpu"
+sys.path.insert(0, str(GPU))
+import build_payload  # noqa: E402
+import payload_spec  # noqa: E402
+import unpack  # noqa: E402
+
+FAST = 1  # xz preset: the files matter here, not the ratio
+
+
+def _site(root: Path) -> Path:
+    site = root / "site"
+    (site / "vllm" / "distributed").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("__version__ = '0.26.0'\n")
+    (site / "vllm" / "distributed" / "shm_broadcast.py").write_text("X = 1\n")
+    kernels = site / payload_spec.PIECES["kernels"][0]
+    kernels.write_bytes(b"\x7fELF" + bytes(4096))
+    kernels.chmod(0o755)
+    (site / "pydantic").mkdir()
+    (site / "pydantic" / "__init__.py").write_text("VERSION = '2'\n")
+    return site
+
+
+@pytest.fixture
+def built(tmp_path):
+    site = _site(tmp_path)
+    out = tmp_path / "payload"
+    m = build_payload.write_pieces(site, out, {"python": "3.12", "vllm": payload_spec.VLLM}, FAST)
+    return out, m, tmp_path / "dest"
+
+
+def test_pieces_split_and_reproduce(built, tmp_path):
+    out, m, _ = built
+    assert sorted(m["pieces"]) == ["kernels", "site"]
+    assert m["pieces"]["kernels"]["members"] == 1 and m["pieces"]["site"]["members"] == 3
+    for name in m["pieces"]:
+        assert json.loads((out / name / "manifest.json").read_text()) == m  # each carries all
+    again = build_payload.write_pieces(_site(tmp_path / "again"), tmp_path / "p2",
+                                       {"python": "3.12", "vllm": payload_spec.VLLM}, FAST)
+    assert again["build_id"] == m["build_id"]  # no times, owners or order in the archives
+    with tarfile.open(out / "kernels" / "kernels.tar.xz") as tar:
+        (member,) = tar.getmembers()
+        assert member.mtime == 0 and member.uid == 0 and member.mode == 0o755
+
+
+def test_pieces_unpack_one_call_at_a_time(built, capsys):
+    out, m, dest = built
+    assert unpack.main([str(out / "kernels"), "--dest", str(dest)]) == 0
+    assert "have kernels; missing site" in capsys.readouterr().out
+    assert unpack.main(["--dest", str(dest), "--require-complete"]) == 3
+    assert not (dest / "env.sh").exists()
+    assert unpack.main([str(out / "site"), "--dest", str(dest), "--require-complete"]) == 0
+    text = capsys.readouterr().out
+    assert "missing nothing" in text and m["build_id"] in text
+    assert (dest / "site" / "vllm" / "distributed" / "shm_broadcast.py").read_text() == "X = 1\n"
+    assert (dest / "site" / payload_spec.PIECES["kernels"][0]).stat().st_mode & 0o111
+    env = (dest / "env.sh").read_text()
+    assert f'PYTHONPATH="{dest}/site' in env and f'PATH="{dest}/bin' in env
+    vllm = (dest / "bin" / "vllm").read_text()
+    assert vllm.startswith(f"#!{sys.executable}\n") and "vllm.entrypoints.cli.main" in vllm
+    # a piece carried again (a retried call) changes nothing
+    assert unpack.unpack_piece(out / "site", dest) == "site"
+    assert unpack.status(dest) == (m["build_id"], ["kernels", "site"], [])
+
+
+def test_a_damaged_piece_is_refused(built, capsys):
+    out, _, dest = built
+    archive = out / "site" / "site.tar.xz"
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    assert unpack.main([str(out / "site"), "--dest", str(dest)]) == 1
+    assert "is not the manifest's" in capsys.readouterr().err
+    assert unpack.installed(dest) == {}
+
+
+def test_a_piece_of_another_build_is_refused(built, tmp_path, capsys):
+    out, _, dest = built
+    other_site = _site(tmp_path / "other")
+    (other_site / "pydantic" / "__init__.py").write_text("VERSION = '3'\n")
+    other = build_payload.write_pieces(other_site, tmp_path / "other-payload",
+                                       {"python": "3.12", "vllm": payload_spec.VLLM}, FAST)
+    assert unpack.main([str(out / "kernels"), "--dest", str(dest)]) == 0
+    assert unpack.main([str(tmp_path / "other-payload" / "site"), "--dest", str(dest)]) == 1
+    err = capsys.readouterr().err
+    assert f"is from build {other['build_id']}" in err and "remove" in err
+
+
+def test_an_archive_member_outside_the_site_is_refused(tmp_path, capsys):
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        data = b"evil"
+        info = tarfile.TarInfo("../escaped.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    piece = tmp_path / "site"
+    piece.mkdir()
+    blob = lzma.compress(raw.getvalue())
+    (piece / "site.tar.xz").write_bytes(blob)
+    import hashlib
+
+    manifest = {"format": unpack.FORMAT, "build_id": "b1", "python": "3.12", "vllm": "v",
+                "pieces": {"site": {"file": "site.tar.xz", "bytes": len(blob),
+                                    "sha256": hashlib.sha256(blob).hexdigest()}}}
+    (piece / "manifest.json").write_text(json.dumps(manifest))
+    dest = tmp_path / "dest"
+    assert unpack.main([str(piece), "--dest", str(dest)]) == 1
+    assert "refusing archive member '../escaped.txt'" in capsys.readouterr().err
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_not_a_piece_directory(tmp_path, capsys):
+    assert unpack.main([str(tmp_path), "--dest", str(tmp_path / "d")]) == 1
+    assert "no readable manifest.json" in capsys.readouterr().err
+
+
+def test_the_spec_names_what_it_drops_and_keeps_pieces_under_the_limit():
+    assert payload_spec.requirements()[0] == "vllm==0.26.0"
+    names = [r.split("==")[0] for r in payload_spec.requirements()]
+    assert len(names) == len(set(names))  # one version of each
+    assert all("==" in r for r in payload_spec.requirements())
+    assert payload_spec.piece_of("vllm/_C_stable_libtorch.abi3.so") == "kernels"
+    assert payload_spec.piece_of("vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so") == "site"
+    assert "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so" not in payload_spec.VLLM_DROP
+    assert payload_spec.PIECE_LIMIT_BYTES + (8 << 20) <= 64 << 20  # the repository rides along
+
+
+def test_device_script_names_its_steps(tmp_path):
+    r = subprocess.run(["bash", str(GPU / "device.sh"), "no-such-step"], capture_output=True,
+                       text=True, env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"),
+                                       "RDMAQ_GPU_DEST": str(tmp_path / "dest")})
+    assert r.returncode == 2
+    for step in ("unpack", "setup", "smoke", "sweep", "resume", "ab", "restore", "status"):
+        assert f"device.sh {step}" in r.stdout
+
+
+FAKE_CLI = '''\
+import multiprocessing as mp
+import os
+import sys
+
+
+def child(path):
+    with open(path, "a") as f:
+        f.write("child\\n")
+
+
+def main():
+    path = os.environ["RDMAQ_TEST_MARK"]
+    with open(path, "a") as f:
+        f.write("main " + sys.modules["__main__"].__name__ + "\\n")
+    # as vLLM starts its engine and workers: spawn, which runs the launcher again in the child
+    p = mp.get_context("spawn").Process(target=child, args=(path,))
+    p.start()
+    p.join()
+    return p.exitcode
+'''
+
+
+def test_the_launcher_runs_the_cli_only_as_main(tmp_path):
+    """bin/vllm run as a script runs the CLI once; the spawned child, which runs the same file
+    as __mp_main__, must not run it again (unguarded, the child starts a process while it
+    bootstraps: RuntimeError, and the GPU machine's servers never came up)."""
+    dest = tmp_path / "dest"
+    cli = dest / "site" / "vllm" / "entrypoints" / "cli"
+    cli.mkdir(parents=True)
+    for d in (cli.parents[1], cli.parent, cli):
+        (d / "__init__.py").write_text("")
+    (cli / "main.py").write_text(FAKE_CLI)
+    vllm, _ = unpack.finish(dest)
+    mark = tmp_path / "mark"
+    r = subprocess.run([str(vllm)], capture_output=True, text=True, timeout=120,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(dest / "site"),
+                            "RDMAQ_TEST_MARK": str(mark)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert mark.read_text().splitlines() == ["main __main__", "child"]
+    assert "bootstrapping phase" not in r.stderr

@@ -1,0 +1,119 @@
+"""Queue variants (QUEUE@NAME=VALUE), ratios against the better vLLM variant, and the
+loadable copy of vLLM's spinloop module.  No timing asserted."""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from rdmaq.bench import cli, queues
+from rdmaq.bench.report import compute_ratios, format_markdown, format_tables
+
+
+def test_parse_queue_reads_variants():
+    assert queues.parse_queue("rdmaq-shm") == ("rdmaq-shm", {})
+    assert queues.parse_queue("rdmaq-shm@RDMAQ_A=1@RDMAQ_B=x") == ("rdmaq-shm", {"RDMAQ_A": "1", "RDMAQ_B": "x"})
+    a = queues.make_adapter("rdmaq-shm@RDMAQ_RESTORE_SLICE=1")
+    assert a.name == "rdmaq-shm@RDMAQ_RESTORE_SLICE=1" and a.env == {"RDMAQ_RESTORE_SLICE": "1"}
+    assert queues.make_adapter("rdmaq-shm").env == {}
+
+
+@pytest.mark.parametrize("name, message", [
+    ("tcp@X=1", "unknown queue 'tcp'"),
+    ("rdmaq-shm@X", "bad queue variant 'X'"),
+    ("rdmaq-shm@1X=2", "bad queue variant"),
+])
+def test_bad_variants_are_named(name, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--queues", name])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_variant_environment_reaches_the_child(monkeypatch):
+    monkeypatch.delenv("RDMAQ_TEST_VARIANT", raising=False)
+    a = queues.make_adapter("rdmaq-shm@RDMAQ_TEST_VARIANT=7")
+    a.apply_env()
+    assert os.environ["RDMAQ_TEST_VARIANT"] == "7"
+
+
+def _sub(p50, p99, tp=1000.0):
+    return {"size": 64, "pace_ns": 1_000_000, "throughput_msgs_per_s": tp,
+            "latency_max_over_readers": {"p50_us": p50, "p99_us": p99, "p999_us": p99 * 2},
+            "reader_cpu_busy_frac_mean": 0.1, "errors": [], "measured": 10}
+
+
+def _cell(queue, sub):
+    return {"queue": queue, "readers": 2, "cpus": None, "attackers": 0, "tokenizer_attacker": False,
+            "subruns": [sub], "idle": None, "error": None}
+
+
+def test_ratios_are_against_the_better_vllm_variant_figure_by_figure():
+    cells = [_cell("vllm", _sub(50, 400, tp=900)), _cell("vllm-spinloop", _sub(40, 800, tp=800)),
+             _cell("rdmaq-shm", _sub(20, 200, tp=1800))]
+    (r,) = compute_ratios(cells)
+    assert r["p50_ratio"] == 20 / 40 and r["against"]["p50_us"] == "vllm-spinloop"
+    assert r["p99_ratio"] == 200 / 400 and r["against"]["p99_us"] == "vllm"
+    assert r["throughput_ratio"] == 2.0 and r["against"]["throughput"] == "vllm"
+    # one variant alone is its own best
+    (r,) = compute_ratios([cells[0], cells[2]])
+    assert r["p50_ratio"] == 20 / 50 and r["against"]["p50_us"] == "vllm"
+    result = {"machine": {"cpus_allowed": 2}, "cells": cells, "ratios": compute_ratios(cells)}
+    md = format_markdown(result)
+    assert "vllm-spinloop p50" in md and "| 0.50 s |" in md  # p50 ratio against the spin loop
+    assert "0.500s" in format_tables(result)
+
+
+def _build_module_needing_a_missing_lib(d):
+    """A tiny 'spinloop' extension module linked against libgone.so, which is then removed."""
+    (d / "gone.c").write_text("int gone(void) { return 1; }\n")
+    (d / "spinloop.c").write_text(
+        "#include <Python.h>\n"
+        "static PyObject *spin(PyObject *s, PyObject *a) { Py_RETURN_NONE; }\n"
+        "static PyMethodDef m[] = {{\"spinloop\", spin, METH_NOARGS, 0}, {0}};\n"
+        "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"spinloop\", 0, -1, m};\n"
+        "PyMODINIT_FUNC PyInit_spinloop(void) { return PyModule_Create(&d); }\n")
+    cc = os.environ.get("CC", "gcc")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(d / "libgone.so"), str(d / "gone.c")], check=True)
+    subprocess.run([cc, "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", "-o",
+                    str(d / "spinloop.abi3.so"), str(d / "spinloop.c"), f"-L{d}", "-Wl,--no-as-needed",
+                    "-lgone"], check=True)
+    (d / "libgone.so").unlink()
+    return d / "spinloop.abi3.so"
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get("CC", "gcc")) is None, reason="missing dependency: gcc")
+@pytest.mark.skipif(queues._patchelf() is None,
+                    reason="missing dependency: patchelf (tests/bench/ci.sh installs it)")
+def test_a_module_with_unused_needed_libraries_gets_a_loadable_copy(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    so = _build_module_needing_a_missing_lib(tmp_path)
+    assert "libgone.so" in queues._loads(str(so))
+    path, why = queues.loadable_spinloop(str(so))
+    assert why is None and path.startswith(str(tmp_path / "cache" / "rdmaq-bench"))
+    assert queues._loads(path) is None
+    # the second time the cached copy is used as it is
+    assert queues.loadable_spinloop(str(so)) == (path, None)
+    # a module that loads as shipped is used as shipped
+    assert queues.loadable_spinloop(path) == (path, None)
+
+
+def test_without_patchelf_the_reason_is_given(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(queues, "_patchelf", lambda: None)
+    bad = tmp_path / "spinloop.abi3.so"
+    bad.write_bytes(b"not an ELF file")
+    path, why = queues.loadable_spinloop(str(bad))
+    assert path is None and "no patchelf" in why
+
+
+def test_spinloop_queue_is_skipped_with_its_reason_without_vllm(monkeypatch):
+    real = queues.importlib.util.find_spec
+    monkeypatch.setattr(queues.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "vllm" else real(name, *a))
+    assert "vllm is not installed" in queues.make_adapter("vllm-spinloop").available()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))

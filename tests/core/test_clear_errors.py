@@ -1,0 +1,68 @@
+"""Inputs that used to escape as a raw Python exception (BufferError,
+struct.error) get the documented one, naming what was wrong: a put of a
+non-contiguous buffer is a ValueError (rdmaq copies a message once, into
+the ring, and makes no hidden copy first); an object message whose header
+does not fit it is a ProtocolError, and the reader reads on."""
+import struct
+
+import numpy as np
+import pytest
+
+import rdmaq
+from children import TIMEOUT
+from rdmaq import serialize
+
+STRIDED = [
+    pytest.param(lambda: memoryview(b"abcdefgh")[::2], id="memoryview"),
+    pytest.param(lambda: np.arange(16, dtype=np.uint8).reshape(4, 4)[:, :2], id="numpy-slice"),
+    pytest.param(lambda: np.arange(16, dtype=np.uint8).reshape(4, 4).T, id="numpy-transposed"),
+]
+
+
+@pytest.mark.parametrize("strided", STRIDED)
+def test_put_of_a_non_contiguous_buffer_is_refused_by_name(transport, strided):
+    with rdmaq.Writer(1, transport=transport) as w, rdmaq.Reader(w.handle, 0) as r:
+        buf = strided()
+        with pytest.raises(ValueError, match=rf"put\(\) needs C-contiguous buffers, got a "
+                                             rf"non-contiguous {type(buf).__name__}"):
+            w.put(buf)
+        with pytest.raises(ValueError, match="non-contiguous"):
+            w.put([b"head", buf])
+        # nothing was sent; a copy goes through
+        w.put(bytes(buf), timeout=TIMEOUT)
+        assert r.get(timeout=TIMEOUT) == bytes(buf)
+
+
+def test_put_of_a_released_buffer_says_so(transport):
+    with rdmaq.Writer(1, transport=transport) as w:
+        mv = memoryview(b"gone")
+        mv.release()
+        with pytest.raises(ValueError, match="put\\(\\) cannot use a memoryview: .*released"):
+            w.put(mv)
+
+
+def _header(nbuf, *lens):
+    return serialize._HDR.pack(serialize.MAGIC, nbuf) + struct.pack(f"<{len(lens)}Q", *lens)
+
+
+CORRUPT_HEADERS = [
+    pytest.param(_header(1000, 5), "announces 1000 out-of-band buffers", id="too-many-buffers"),
+    pytest.param(_header(0xFFFFFFFF), "announces 4294967295 out-of-band buffers", id="u32-max"),
+    pytest.param(_header(1, 3, 1 << 40) + b"abc", "truncated object message", id="buffer-too-long"),
+    pytest.param(_header(0, 1 << 63), "truncated object message", id="stream-too-long"),
+]
+
+
+@pytest.mark.parametrize("msg, match", CORRUPT_HEADERS)
+def test_corrupt_object_header_is_a_protocol_error(msg, match):
+    with pytest.raises(rdmaq.ProtocolError, match=match):
+        serialize.loads(bytearray(msg))
+
+
+def test_recv_of_a_corrupt_object_message_raises_and_reads_on(transport):
+    with rdmaq.Writer(1, transport=transport) as w, rdmaq.Reader(w.handle, 0) as r:
+        w.put(_header(1000, 5), timeout=TIMEOUT)
+        w.send({"next": 1}, timeout=TIMEOUT)
+        with pytest.raises(rdmaq.ProtocolError, match="corrupt object message"):
+            r.recv(timeout=TIMEOUT)
+        assert r.recv(timeout=TIMEOUT) == {"next": 1}
