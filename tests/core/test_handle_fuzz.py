@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rdmaq
-from rdmaq.handle import HANDLE_VERSION, ShmInfo, VerbsInfo
+from rdmaq.handle import HANDLE_VERSION, TRANSPORTS, ShmInfo, VerbsInfo
 
 # a queue per example: fewer in the emulated VM, where one costs ~0.1-1 s
 SETTINGS = settings(max_examples=20 if os.environ.get("RDMAQ_VM") else 150,
@@ -99,7 +99,7 @@ def test_bad_version(writer, version):
 
 
 @SETTINGS
-@given(transport=junk.filter(lambda v: v not in ("shm", "verbs")))
+@given(transport=junk.filter(lambda v: v not in list(TRANSPORTS)))
 def test_bad_transport(writer, transport):
     h = writer.handle()
     _expect_refused(_with(h, transport=transport), 0, "transport")
@@ -225,7 +225,7 @@ def test_handle_field_of_the_wrong_type(writer, data, value):
 # handle (the test below fails on a new field without one).  The info's own
 # fields are corrupted above and per transport.
 CORRUPT = {
-    "transport": lambda h: st.text(max_size=10).filter(lambda v: v not in ("shm", "verbs")),
+    "transport": lambda h: st.text(max_size=10).filter(lambda v: v not in list(TRANSPORTS)),
     "n_readers": lambda h: st.one_of(huge_or_negative, st.just(0)),
     "info": lambda h: st.just(OTHER_INFO[h.transport]),
     "version": lambda h: st.integers().filter(lambda v: v != HANDLE_VERSION),
