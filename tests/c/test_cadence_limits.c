@@ -76,7 +76,8 @@ static void test_the_spin_budget_is_a_sixth_of_the_interval_up_to_1_ms(void)
 	t = feed_spread(&c, 3 * MS, 1 * MS, 5 * MS); /* a window far wider than the budget */
 	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
 	CHECK(w.spin_until - w.spin_from == 3 * MS / RDMAQ_CAD_BUDGET_DIV);
-	CHECK(w.spin_from == t + c.offset + 1 * MS - (RDMAQ_CAD_GUARD_NS + (4 * MS) / 4));
+	/* it goes where most intervals fell (20 of the 22 at 3 ms), not from the shortest */
+	CHECK(w.spin_from == t + c.offset + 3 * MS - RDMAQ_CAD_GUARD_NS);
 
 	rdmaq_cadence_init(&c);
 	t = feed_spread(&c, 12 * MS, 6 * MS, 18 * MS);

@@ -175,7 +175,7 @@ static void test_each_limit_at_its_boundary(void)
 	c = base, c.slot_bytes = 128;
 	CHECK(create_with(c) == 0);
 	c = base, c.slot_bytes = 64;
-	CHECK(create_with(c) == -EINVAL && says("at least 128, got 64"));
+	CHECK(create_with(c) == -EINVAL && says("a multiple of 64 in 128..1073741824, got 64"));
 	c = base, c.slot_bytes = 1088;
 	CHECK(create_with(c) == 0);
 	c = base, c.slot_bytes = 1087;
@@ -183,7 +183,11 @@ static void test_each_limit_at_its_boundary(void)
 	c = base, c.slots = 2;
 	CHECK(create_with(c) == 0);
 	c = base, c.slots = 1;
-	CHECK(create_with(c) == -EINVAL && says("slots must be at least 2, got 1"));
+	CHECK(create_with(c) == -EINVAL && says("slots must be in 2..16777216, got 1"));
+	c = base, c.slot_bytes = 128, c.slots = RDMAQ_MAX_SLOTS + 1;
+	CHECK(create_with(c) == -EINVAL && says("slots must be in 2..16777216, got 16777217"));
+	c = base, c.slot_bytes = RDMAQ_MAX_SLOT_BYTES + 64;
+	CHECK(create_with(c) == -EINVAL && says("got 1073741888"));
 	c = base, c.max_message = 1;
 	CHECK(create_with(c) == 0);
 	c = base, c.max_message = 0;

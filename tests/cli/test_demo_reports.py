@@ -41,7 +41,7 @@ STATS = {"spins": 1, "sleeps": 2}
 def test_every_reader_intact(writer, monkeypatch, capsys):
     assert _run(writer, [(0, _digest(), STATS, None)], monkeypatch) == 0
     out = capsys.readouterr()
-    assert "transport=shm readers=1 messages=3 size=10 B" in out.out
+    assert " msg/s to every reader (" in out.out
     assert "reader 0: all messages intact and in order  spins=1 sleeps=2" in out.out
     assert out.err == ""
 

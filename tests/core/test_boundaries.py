@@ -69,9 +69,11 @@ def _attaches(handle, index=0):
 @pytest.mark.parametrize("field, good, bad, match", [
     ("n_readers", 256, 257, "n_readers must be in 1..256, got 257"),
     ("n_readers", 1, 0, "n_readers must be in 1..256, got 0"),
-    ("slot_bytes", 128, 64, "slot_bytes must be a multiple of 64 and at least 128, got 64"),
-    ("slot_bytes", 192, 160, "slot_bytes must be a multiple of 64 and at least 128, got 160"),
-    ("slots", 2, 1, "slots must be at least 2, got 1"),
+    ("slot_bytes", 128, 64,
+     f"slot_bytes must be a multiple of 64 in 128..{lib.RDMAQ_MAX_SLOT_BYTES}, got 64"),
+    ("slot_bytes", 192, 160,
+     f"slot_bytes must be a multiple of 64 in 128..{lib.RDMAQ_MAX_SLOT_BYTES}, got 160"),
+    ("slots", 2, 1, f"slots must be in 2..{lib.RDMAQ_MAX_SLOTS}, got 1"),
     ("max_message", 1, 0, "max_message must be at least 1"),
 ])
 def test_a_header_field_one_past_its_range_is_a_corrupt_header(forge, field, good, bad, match):
@@ -115,7 +117,9 @@ def test_a_file_shorter_than_a_header_is_not_a_queue_and_one_that_long_is_read(f
 
 @pytest.mark.parametrize("version", [VERSION - 1, VERSION + 1])
 def test_a_version_one_off_is_another_release(forge, version):
-    with pytest.raises(rdmaq.ProtocolError, match=f"rdmaq v{version} queue, this is v{VERSION}"):
+    with pytest.raises(rdmaq.ProtocolError,
+                       match=f"has shm segment format v{version}, this rdmaq reads v{VERSION}: "
+                             "writer and reader run different rdmaq releases"):
         rdmaq.Reader(forge(version=version), 0)
 
 

@@ -11,7 +11,8 @@ from children import TIMEOUT
 from rdmaq._rdmaq import lib
 
 SHM = "/dev/shm"
-HDR = struct.Struct("<IIIIIiQQQQ")  # csrc/shm.c's segment header
+HDR = struct.Struct("<IIIIIiQQQQ")  # csrc/shm_format.h's segment header
+DEFAULT_SLICE_NS = 300_000  # README: slice_us=300
 
 
 def _slices_honoured():
@@ -32,18 +33,18 @@ def test_a_writer_s_defaults():
         assert w.transport == "shm"  # auto, without an RDMA port
 
 
-def test_a_reader_asks_for_a_100_us_slice_by_default(monkeypatch):
+def test_a_reader_asks_for_the_default_slice(monkeypatch):
     for var in ("RDMAQ_SLICE_US", "RDMAQ_SPIN_US", "RDMAQ_ANTICIPATE", "RDMAQ_RESTORE_SLICE"):
         monkeypatch.delenv(var, raising=False)
     honoured = _slices_honoured()
     with rdmaq.Writer(1, transport="shm") as w:
         r = rdmaq.Reader(w.handle, 0)
-        assert r.stats["slice_ns"] == (100_000 if honoured else 0)
-        assert w.stats["slice_ns"] == (100_000 if honoured else 0)
+        assert r.stats["slice_ns"] == (DEFAULT_SLICE_NS if honoured else 0)
+        assert w.stats["slice_ns"] == (DEFAULT_SLICE_NS if honoured else 0)
         r.close()
 
 
-@pytest.mark.parametrize("value, slice_ns", [("200", 200_000), ("100000", 100_000_000), ("0", 0), ("", 100_000)])
+@pytest.mark.parametrize("value, slice_ns", [("200", 200_000), ("100000", 100_000_000), ("0", 0), ("", DEFAULT_SLICE_NS)])
 def test_rdmaq_slice_us(monkeypatch, value, slice_ns):
     monkeypatch.setenv("RDMAQ_SLICE_US", value)
     honoured = _slices_honoured()
@@ -97,7 +98,7 @@ def test_rdmaq_restore_slice_1_gives_the_thread_its_slice_back(monkeypatch):
     from test_waiting import _blocked_get_then_slice
     before, after, stats = _blocked_get_then_slice()
     assert stats["sleeps"] >= 1
-    assert after == before != 100_000
+    assert after == before != DEFAULT_SLICE_NS
 
 
 @pytest.mark.parametrize("how", ["argument", "variable"])
@@ -145,5 +146,5 @@ def test_a_fresh_process_reports_the_slice_it_will_ask_for():
     p = subprocess.run([sys.executable, "-c", SLICE_CHILD], capture_output=True, text=True, timeout=TIMEOUT)
     assert p.returncode == 0, p.stderr
     before, after = map(int, p.stdout.split())
-    assert before == 100_000
-    assert after == (100_000 if _slices_honoured() else 0)
+    assert before == DEFAULT_SLICE_NS
+    assert after == (DEFAULT_SLICE_NS if _slices_honoured() else 0)

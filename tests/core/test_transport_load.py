@@ -18,5 +18,5 @@ def test_a_verbs_transport_that_does_not_import_is_a_clear_value_error(monkeypat
 
 
 def test_an_unknown_transport():
-    with pytest.raises(ValueError, match="unknown transport 'tcp': choose one of auto, shm, verbs"):
+    with pytest.raises(ValueError, match="unknown transport 'tcp': choose one of auto, verbs, shm"):
         transport.load("tcp")
