@@ -111,7 +111,7 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 		budget = RDMAQ_CAD_MAX_SPIN_NS;
 	due = c->last_stamp + c->offset;
 	guard = RDMAQ_CAD_GUARD_NS + (hi - lo) / 4;
-	if (hi - lo + 2 * guard <= budget || c->from_shortest) {
+	if (hi - lo + 2 * guard <= budget) {
 		/* The window covers every interval seen: what the tail needs. */
 		w->spin_from = due + lo - guard;
 		w->spin_until = due + hi + guard;

@@ -40,9 +40,6 @@ struct rdmaq_cadence {
 	int64_t iv[RDMAQ_CAD_WINDOW];
 	int64_t sorted[RDMAQ_CAD_WINDOW];
 	uint32_t n, pos;
-	/* Under evaluation (RDMAQ_WINDOW_FROM_SHORTEST): the previous placement,
-	 * the budget spent from the shortest interval on (rdmaq_cadence_window). */
-	bool from_shortest;
 	/* min(seen - stamp): our clock minus the writer's, plus the transit.
 	 * It creeps up slowly so a clock step cannot pin it low for ever. */
 	int64_t offset;

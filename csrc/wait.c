@@ -126,18 +126,15 @@ static int env_ll(const char *name, long long *n)
  * compare values as queue variants (docs/benchmarks.md):
  * RDMAQ_SETTLE_FAR_US=N settles the scheduler lag before a block when the
  * next message cannot come within N µs (default 3000; 0: never);
- * RDMAQ_WINDOW_FROM_SHORTEST=1, under evaluation, places windows as before
- * (rdmaq_cadence.from_shortest); RDMAQ_BUSY_SPIN_US=N, under evaluation,
+ * RDMAQ_BUSY_SPIN_US=N, under evaluation,
  * spins up to N µs (at most 1 s) before blocking when the CPUs are
  * oversubscribed, where a wait otherwise blocks at once (default 0).
  */
 int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
 {
-	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, shortest = 0, busy_us = 0;
+	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, busy_us = 0;
 	int ret = env_ll("RDMAQ_SETTLE_FAR_US", &far_us);
 
-	if (!ret)
-		ret = env_ll("RDMAQ_WINDOW_FROM_SHORTEST", &shortest);
 	if (!ret)
 		ret = env_ll("RDMAQ_BUSY_SPIN_US", &busy_us);
 	if (ret)
@@ -145,14 +142,10 @@ int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
 	if (far_us > 1000000000LL)
 		return rdmaq_set_err(-EINVAL, "RDMAQ_SETTLE_FAR_US must be at most 1e9, got %lld",
 				     far_us);
-	if (shortest > 1)
-		return rdmaq_set_err(-EINVAL, "RDMAQ_WINDOW_FROM_SHORTEST must be 0 or 1, got %lld",
-				     shortest);
 	if (busy_us > RDMAQ_BUSY_SPIN_MAX_NS / 1000)
 		return rdmaq_set_err(-EINVAL, "RDMAQ_BUSY_SPIN_US must be at most %u, got %lld",
 				     RDMAQ_BUSY_SPIN_MAX_NS / 1000, busy_us);
 	wt->settle_far_ns = far_us * 1000;
-	wt->window_from_shortest = shortest;
 	wt->busy_spin_ns = (uint32_t)(busy_us * 1000);
 	return 0;
 }
@@ -388,7 +381,6 @@ static bool rdmaq_wait_plan(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 
 	if (!cad || !wt->anticipate || rdmaq_wait_busy(wt, now, busy_counted))
 		return false;
-	cad->from_shortest = wt->window_from_shortest;
 	return rdmaq_cadence_window(cad, now, win);
 }
 

@@ -56,7 +56,6 @@ struct rdmaq_waiter {
 	int64_t settle_far_ns;
 	/* Under evaluation (RDMAQ_BUSY_SPIN_US): spin this long even on an oversubscribed CPU. */
 	uint32_t busy_spin_ns;
-	bool window_from_shortest; /* under evaluation: rdmaq_cadence.from_shortest */
 	struct rdmaq_slice slice;
 	int64_t met_ns; /* when the last wait's condition was seen to hold */
 	enum rdmaq_wait_how how;

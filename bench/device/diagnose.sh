@@ -17,7 +17,7 @@ mkdir -p "$OUT"
 tail -1 "$OUT/env.txt"
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing >>"$OUT/env.txt" 2>&1
 V=rdmaq-shm@RDMAQ_
-QUEUES=${QUEUES:-rdmaq-shm,${V}SLICE_US=100@RDMAQ_SETTLE_FAR_US=0@RDMAQ_WINDOW_FROM_SHORTEST=1,vllm}
+QUEUES=${QUEUES:-rdmaq-shm,${V}SLICE_US=100@RDMAQ_SETTLE_FAR_US=0,vllm}
 trace=(--sched-trace "$OUT/trace")
 why=$(python3 -c 'from rdmaq.bench.schedtrace import unavailable; print(unavailable() or "")')
 if [ -n "$why" ]; then

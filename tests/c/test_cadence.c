@@ -220,22 +220,6 @@ static void test_a_stall_does_not_move_the_window_off_the_rhythm(void)
 	}
 }
 
-/* RDMAQ_WINDOW_FROM_SHORTEST: the previous placement, which spent the budget before the steps. */
-static void test_from_shortest_spends_the_budget_from_the_shortest_interval(void)
-{
-	struct rdmaq_cadence c;
-	struct rdmaq_cad_window w;
-	int64_t t;
-
-	rdmaq_cadence_init(&c);
-	c.from_shortest = true;
-	t = feed(&c, 0, 20, MS, 2 * US);
-	t = feed(&c, t, 1, 5 * MS, 2 * US);
-	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
-	CHECK(w.spin_until < t + 2 * US + MS);
-	CHECK(w.spin_until - w.spin_from == MS / RDMAQ_CAD_BUDGET_DIV);
-}
-
 /*
  * A writer pacing with sleeps is late by a varying amount: most steps come
  * 1.05-1.10 ms apart, a few at 1.30 ms, one early at 0.80 ms (catching up).
@@ -290,7 +274,6 @@ int main(void)
 	test_the_sorted_history_follows_the_ring();
 	test_a_stall_does_not_move_the_window_off_the_rhythm();
 	test_the_budget_goes_where_most_intervals_fall();
-	test_from_shortest_spends_the_budget_from_the_shortest_interval();
 	test_far_means_even_the_shortest_interval_is_far();
 	return check_report("cadence");
 }

@@ -128,7 +128,6 @@ def test_settle_before_blocking_when_the_next_message_is_far(monkeypatch):
 
 @pytest.mark.parametrize("var,value", [("RDMAQ_SETTLE_FAR_US", "soon"), ("RDMAQ_SETTLE_FAR_US", "-1"),
                                        ("RDMAQ_SETTLE_FAR_US", "3000us"),
-                                       ("RDMAQ_WINDOW_FROM_SHORTEST", "2"),
                                        ("RDMAQ_BUSY_SPIN_US", "fast"),
                                        ("RDMAQ_BUSY_SPIN_US", "1000001")])
 def test_a_malformed_waiting_variable_is_an_error_naming_it(monkeypatch, var, value):
