@@ -176,7 +176,8 @@ static void test_a_busy_cpu_spins_only_with_a_busy_spin_budget(void)
 	wt.busy_spin_ns = SPIN_MAX_NS;
 	for (int i = 0; i < 8; i++)
 		one_wait(&wt, 200); /* a few µs of looking: far inside the budget */
-	if (!stats.preempted) /* a spin that lost its CPU gives up on purpose */
+	/* a spin that lost its CPU gives up on purpose */
+	if (!stats.preempted)
 		CHECK(stats.busy == 8 && stats.spins == 8 && stats.sleeps == 0);
 	CHECK(stats.spins >= 1 && stats.spins + stats.sleeps == 8);
 

@@ -44,7 +44,8 @@ def test_a_reader_asks_for_the_default_slice(monkeypatch):
         r.close()
 
 
-@pytest.mark.parametrize("value, slice_ns", [("200", 200_000), ("100000", 100_000_000), ("0", 0), ("", DEFAULT_SLICE_NS)])
+@pytest.mark.parametrize("value, slice_ns",
+                         [("200", 200_000), ("100000", 100_000_000), ("0", 0), ("", DEFAULT_SLICE_NS)])
 def test_rdmaq_slice_us(monkeypatch, value, slice_ns):
     monkeypatch.setenv("RDMAQ_SLICE_US", value)
     honoured = _slices_honoured()
