@@ -14,6 +14,7 @@
 
 #include "busy.h"
 #include "check.h"
+#include "fake_endpoint.h"
 #include "wait.h"
 
 #define SPIN_MAX_NS 1000000U
@@ -39,12 +40,6 @@ static int message_landed(void *arg)
 	return m->landed || rdmaq_now_ns() >= m->at_ns;
 }
 
-static int fake_prepare(void *ep)
-{
-	(void)ep;
-	return 0;
-}
-
 static int fake_block(void *ep, int64_t timeout_ns)
 {
 	(void)timeout_ns;
@@ -52,23 +47,7 @@ static int fake_block(void *ep, int64_t timeout_ns)
 	return 0;
 }
 
-static void fake_finish(void *ep)
-{
-	(void)ep;
-}
-
-static int fake_check_peer(void *ep)
-{
-	(void)ep;
-	return 0;
-}
-
-static const struct rdmaq_wait_ops fake_ops = {
-	.prepare = fake_prepare,
-	.block = fake_block,
-	.finish = fake_finish,
-	.check_peer = fake_check_peer,
-};
+static const struct rdmaq_wait_ops fake_ops = FAKE_WAIT_OPS(fake_block);
 
 static struct message msg;
 static struct rdmaq_stats stats;

@@ -16,6 +16,7 @@
 
 #include "busy.h"
 #include "check.h"
+#include "fake_endpoint.h"
 #include "wait.h"
 
 #define US 1000LL
@@ -37,6 +38,8 @@ struct message {
 	int64_t late_ns;
 	int64_t woke_ns;
 	int64_t longest_ns; /* the longest block asked for */
+	int blocks;
+	bool short_slice_in_nap; /* the first block (the nap) had the short slice */
 };
 
 static int landed(void *arg)
@@ -52,11 +55,7 @@ static void sleep_until(int64_t t)
 		;
 }
 
-static int fake_prepare(void *ep)
-{
-	(void)ep;
-	return 0;
-}
+static struct rdmaq_waiter wt;
 
 /* Sleeps for real: until the timeout (plus the lateness) or the message, whichever first. */
 static int fake_block(void *ep, int64_t timeout_ns)
@@ -66,33 +65,18 @@ static int fake_block(void *ep, int64_t timeout_ns)
 
 	if (timeout_ns > m->longest_ns)
 		m->longest_ns = timeout_ns;
+	if (m->blocks++ == 0)
+		m->short_slice_in_nap = wt.slice.applied;
 	sleep_until(until < m->at_ns ? until : m->at_ns);
 	if (!m->woke_ns)
 		m->woke_ns = rdmaq_now_ns();
 	return 0;
 }
 
-static void fake_finish(void *ep)
-{
-	(void)ep;
-}
-
-static int fake_check_peer(void *ep)
-{
-	(void)ep;
-	return 0;
-}
-
-static const struct rdmaq_wait_ops fake_ops = {
-	.prepare = fake_prepare,
-	.block = fake_block,
-	.finish = fake_finish,
-	.check_peer = fake_check_peer,
-};
+static const struct rdmaq_wait_ops fake_ops = FAKE_WAIT_OPS(fake_block);
 
 static struct message msg;
 static struct rdmaq_stats stats;
-static struct rdmaq_waiter wt;
 static struct rdmaq_cadence cad;
 
 /* A writer that stamped a message every 95 or 105 ms, the last 20 ms ago: the next is
@@ -232,6 +216,23 @@ static void test_a_nap_that_ends_late_backs_anticipation_off(void)
 	}
 }
 
+/* A nap is a block like any other: it asks for the short slice, so that the wake-up
+ * that ends it early preempts whatever runs (test_wait.c: the plain block). */
+static void test_a_nap_asks_for_the_short_slice(void)
+{
+	struct rdmaq_cad_window w = setup();
+	int64_t now = rdmaq_now_ns();
+
+	wt.slice.want_ns = RDMAQ_MIN_SLICE_NS;
+	wt.slice.restore = true; /* the thread's own slice back: later tests nap as before */
+	CHECK(wait_for(now + (w.sleep_until - now) / 2, -1) == 0);
+	if (began >= msg.at_ns - 100 * US)
+		return; /* the machine gave the test its CPU back too late to nap */
+	CHECK(stats.naps == 1);
+	/* where the kernel refuses custom slices, nothing is applied anywhere */
+	CHECK(msg.short_slice_in_nap == (rdmaq_slice_effective(&wt.slice) != 0));
+}
+
 /* A wait that must end at its deadline never asks the kernel to sleep past it. */
 static void test_no_block_outlasts_the_deadline(void)
 {
@@ -253,5 +254,6 @@ int main(void)
 	test_a_busy_cpu_opens_no_window();
 	test_a_nap_that_ends_late_backs_anticipation_off();
 	test_no_block_outlasts_the_deadline();
+	test_a_nap_asks_for_the_short_slice();
 	return check_report("window");
 }

@@ -186,6 +186,7 @@ except rdmaq.SharedMemoryFullError as e:
 @pytest.mark.parametrize("slot_bytes, slots, need, free", [
     (1 << 16, 64, "4.0 MiB (4194816 bytes)", "2.0 MiB (2097152 bytes)"),
     (1 << 20, 2048, "2.0 GiB (2147484160 bytes)", "0.0 GiB (2097152 bytes)"),  # the need's unit
+    (1 << 20, 1023, "1023.0 MiB (1072693760 bytes)", "2.0 MiB (2097152 bytes)"),  # GiB from 1 GiB on
 ])
 def test_a_full_dev_shm_says_how_much_the_queue_needs(slot_bytes, slots, need, free):
     import subprocess

@@ -88,3 +88,9 @@ def test_keys_and_attributes_that_are_missing():
 
     assert fields.attr(Obj(), "a", "o.a") is None  # present, even if None
     assert _bad(fields.attr, Obj(), "b", "o.b") == "field 'o.b' is missing"
+
+
+def test_the_unsigned_widths_are_what_their_names_say():
+    # the verbs bootstrap's rkeys, endpoint ids and protocol versions are U32, its QP numbers U24
+    assert (fields.U24, fields.U32, fields.U64) == (2**24 - 1, 2**32 - 1, 2**64 - 1)
+    assert fields.integer(2**32 - 1, "rkey", 0, fields.U32) == 2**32 - 1
