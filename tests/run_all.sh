@@ -89,7 +89,9 @@ run_tier() {
 	mutation) stage "mutation tier (a seeded sample of generated mutants)"
 		# a fixed seed: the same sample for the same code (RDMAQ_MUTATION_SEED picks
 		# another); the vLLM adapter's mutants run in the full sweep (docs/testing.md)
-		"$VENV/bin/pip" install -q coverage &&
+		# and the curated regression set still applies to the code (no build, no run)
+		"$VENV/bin/python" tests/mutation/run.py --check &&
+			"$VENV/bin/pip" install -q coverage &&
 			"$VENV/bin/python" tests/mutation/sweep.py --no-vllm --sample "${RDMAQ_MUTANTS:-32}" \
 				--min-scored 30 --seed "${RDMAQ_MUTATION_SEED:-21}" ;;
 	*)	echo "unknown tier $tier"; return 2 ;;
