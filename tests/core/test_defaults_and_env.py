@@ -149,3 +149,10 @@ def test_a_fresh_process_reports_the_slice_it_will_ask_for():
     before, after = map(int, p.stdout.split())
     assert before == DEFAULT_SLICE_NS
     assert after == (DEFAULT_SLICE_NS if _slices_honoured() else 0)
+
+
+def test_anticipate_must_be_a_bool():
+    with rdmaq.Writer(1, transport="shm") as w:
+        # 1 would pass for True in C: a bool is asked for, as for restore_slice
+        with pytest.raises(TypeError, match="anticipate must be a bool, got int"):
+            rdmaq.Reader(w.handle, 0, anticipate=1)

@@ -95,3 +95,12 @@ def test_the_c_core_refuses_a_forked_child_too(transport):
         assert "belongs to the parent process (fork)" in out
         w.put(b"parent", timeout=TIMEOUT)
         assert r.get(timeout=TIMEOUT) == b"parent"
+
+
+def test_a_child_using_an_endpoint_closed_before_fork_is_told_it_is_closed(transport):
+    """Closed is the first answer: the child learns why the endpoint is unusable, not
+    only that it belongs to its parent."""
+    w = rdmaq.Writer(1, transport=transport)
+    w.close()
+    out = _in_child(lambda: w.put(b"child", timeout=TIMEOUT))
+    assert out == "ClosedError: writer is closed", out
