@@ -2,7 +2,8 @@
 /*
  * The public C API's contract where the Python layer never goes: calls in
  * the wrong order or on a closed endpoint, a buffer too small or of the
- * wrong size, each configuration limit at its boundary, the counters.
+ * wrong size, each configuration limit at its boundary, the counters, a put
+ * of no iovecs, a message cut off by close, cancel's wake-up.
  * One thread, the shm transport, a writer and its reader in one process.
  */
 #include <errno.h>
@@ -11,6 +12,7 @@
 
 #include "check.h"
 #include "rdmaq_shm.h"
+#include "ring.h"
 
 #define SEC 1000000000LL
 
@@ -31,6 +33,14 @@ static int pair(struct rdmaq_writer **w, struct rdmaq_reader **r)
 	CHECK(rdmaq_writer_wait_ready(*w, SEC) == 0);
 	CHECK(rdmaq_reader_wait_ready(*r, SEC) == 0);
 	return 0;
+}
+
+static void unpair(struct rdmaq_writer *w, struct rdmaq_reader *r)
+{
+	rdmaq_reader_close(r);
+	rdmaq_reader_destroy(r);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
 }
 
 static int put(struct rdmaq_writer *w, const void *data, size_t len)
@@ -93,10 +103,7 @@ static void test_calls_out_of_order(void)
 	CHECK(rdmaq_reader_read(r, buf, 4, 0) == -EINVAL &&
 	      says("buffer of 4 bytes for a 3-byte message"));
 	CHECK(rdmaq_reader_read(r, buf, 3, 0) == 0 && memcmp(buf, "abc", 3) == 0);
-	rdmaq_reader_close(r);
-	rdmaq_reader_destroy(r);
-	rdmaq_writer_close(w);
-	rdmaq_writer_destroy(w);
+	unpair(w, r);
 }
 
 static void test_recv_into_a_buffer_too_small(void)
@@ -115,10 +122,7 @@ static void test_recv_into_a_buffer_too_small(void)
 	CHECK(rdmaq_reader_recv(r, buf, 10, &len, SEC) == 0 && len == 10);
 	CHECK(memcmp(buf, "0123456789", 10) == 0);
 	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 0) == -ETIMEDOUT);
-	rdmaq_reader_close(r);
-	rdmaq_reader_destroy(r);
-	rdmaq_writer_close(w);
-	rdmaq_writer_destroy(w);
+	unpair(w, r);
 }
 
 static void test_the_counters(void)
@@ -145,10 +149,7 @@ static void test_the_counters(void)
 	CHECK(rs.messages == 3 && rs.bytes == 3010);
 	CHECK(rs.credits == 6); /* one per record */
 	CHECK(ws.credits == 0); /* never short of room */
-	rdmaq_reader_close(r);
-	rdmaq_reader_destroy(r);
-	rdmaq_writer_close(w);
-	rdmaq_writer_destroy(w);
+	unpair(w, r);
 }
 
 /* A writer with one field of the base configuration changed: 0 or -EINVAL. */
@@ -212,10 +213,7 @@ static void test_a_message_of_exactly_max_message_and_one_more(void)
 	CHECK(put(w, buf, 101) == -EMSGSIZE &&
 	      says("message of 101 bytes exceeds max_message_bytes=100"));
 	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 100);
-	rdmaq_reader_close(r);
-	rdmaq_reader_destroy(r);
-	rdmaq_writer_close(w);
-	rdmaq_writer_destroy(w);
+	unpair(w, r);
 }
 
 static void test_only_an_interrupted_put_resumes(void)
@@ -232,10 +230,104 @@ static void test_only_an_interrupted_put_resumes(void)
 	/* longer than the ring: streams, and times out with part of it sent */
 	CHECK(rdmaq_writer_put(w, &iov, 1, 1000000) == -ETIMEDOUT);
 	CHECK(rdmaq_writer_resume(w, &iov, 1, 0) == -EINVAL && says("nothing to resume"));
+	unpair(w, r);
+}
+
+static void test_a_put_of_no_iovecs_sends_an_empty_message(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	char buf[8];
+	uint64_t len = 1;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	CHECK(rdmaq_writer_put(w, NULL, 0, SEC) == 0);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 0);
+	unpair(w, r);
+}
+
+static void test_a_reader_that_consumed_nothing_sends_no_credit(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_stats rs;
+	char buf[8];
+	uint64_t len;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	/* The wait blocks (no spin configured), and a reader publishes its
+	 * credit before it blocks: there is none to publish yet. */
+	CHECK(rdmaq_reader_peek(r, &len, 0) == -ETIMEDOUT);
+	rdmaq_reader_stats(r, &rs);
+	CHECK(rs.credits == 0);
+	CHECK(put(w, "x", 1) == 0);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0);
+	rdmaq_reader_stats(r, &rs);
+	CHECK(rs.credits == 1);
+	unpair(w, r);
+}
+
+static void test_a_message_cut_off_by_close_is_not_peeked_again(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char big[8 * 1024];
+	struct rdmaq_iovec iov = { .base = big, .len = sizeof(big) };
+	uint64_t len = 0;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	/* Longer than the ring: the writer sends what fits, times out, closes. */
+	CHECK(rdmaq_writer_put(w, &iov, 1, 1000000) == -ETIMEDOUT);
+	CHECK(rdmaq_writer_close(w) == 0);
+	CHECK(rdmaq_reader_peek(r, &len, SEC) == 0 && len == sizeof(big));
+	CHECK(rdmaq_reader_read(r, big, sizeof(big), SEC) == -EPIPE);
+	/* The message never completes: the reader is between messages again. */
+	CHECK(rdmaq_reader_peek(r, &len, 0) == -EPIPE && says("writer closed the queue"));
 	rdmaq_reader_close(r);
 	rdmaq_reader_destroy(r);
-	rdmaq_writer_close(w);
 	rdmaq_writer_destroy(w);
+}
+
+static const struct rdmaq_reader_ops *transport_ops;
+static int interrupts;
+
+static void counting_interrupt(struct rdmaq_reader *r)
+{
+	interrupts++;
+	transport_ops->interrupt(r);
+}
+
+static void test_cancel_wakes_the_transport(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_reader_ops counting;
+	uint64_t len;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	/* The transport's own wake-up, counted: without it a wait blocked in
+	 * another thread sees the cancel only at its next peer check. */
+	transport_ops = r->ops;
+	counting = *r->ops;
+	counting.interrupt = counting_interrupt;
+	r->ops = &counting;
+	rdmaq_reader_cancel(r);
+	CHECK(interrupts == 1);
+	CHECK(rdmaq_reader_peek(r, &len, SEC) == -ECANCELED);
+	r->ops = transport_ops;
+	unpair(w, r);
 }
 
 int main(void)
@@ -247,5 +339,9 @@ int main(void)
 	test_each_limit_at_its_boundary();
 	test_a_message_of_exactly_max_message_and_one_more();
 	test_only_an_interrupted_put_resumes();
+	test_a_put_of_no_iovecs_sends_an_empty_message();
+	test_a_reader_that_consumed_nothing_sends_no_credit();
+	test_a_message_cut_off_by_close_is_not_peeked_again();
+	test_cancel_wakes_the_transport();
 	return check_report("ring_api");
 }
