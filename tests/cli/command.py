@@ -103,8 +103,11 @@ class Started:
         self.tmpdir = tmp_path / "cmd-tmp"
         self.tmpdir.mkdir()
         self.shm_before = set(os.listdir(SHM))
+        # stdout buffered as in a user's shell, even where PYTHONUNBUFFERED is set for the tests:
+        # the command's own line buffering, and its quiet end in a closed pipe, are what is tested
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
         self.p = subprocess.Popen(argv(*args), stdout=stdout, stderr=subprocess.PIPE, text=True,
-                                  start_new_session=True, env={**os.environ, "TMPDIR": str(self.tmpdir)},
+                                  start_new_session=True, env={**env, "TMPDIR": str(self.tmpdir)},
                                   preexec_fn=_as_from_a_terminal)
         self.pids = {self.p.pid}
         self.err_lines = []

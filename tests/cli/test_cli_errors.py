@@ -55,3 +55,15 @@ def test_doctor_clean_says_how_many_it_removed(monkeypatch, capsys):
         monkeypatch.setattr(shm, "sweep_stale", lambda removed=removed: removed)
         assert doctor.main(["--clean"]) == 0
         assert capsys.readouterr().err == line + "\n"
+
+
+def test_stdout_sent_to_dev_null_leaves_no_extra_descriptor_open():
+    """Once its reader has gone, stdout is /dev/null: one descriptor, not a second one left open.
+    In a child process, whose stdout may be replaced."""
+    import subprocess
+    code = ("import os\nfrom rdmaq import cli\n"
+            "before = sorted(os.listdir('/proc/self/fd'))\ncli._drop_stdout()\n"
+            "after = sorted(os.listdir('/proc/self/fd'))\n"
+            "os.write(2, f'{before == after} {os.readlink(\"/proc/self/fd/1\")}'.encode())\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stderr) == (0, "True /dev/null")

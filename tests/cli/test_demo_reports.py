@@ -83,3 +83,70 @@ def test_a_reader_that_fails_reports_one_line():
     index, digest, stats, error = results.get(timeout=10)
     assert (index, digest, stats) == (0, None, None)
     assert error.startswith("QueueNotFoundError: attach reader 0: no rdmaq queue rdmaq-no-such-queue here")
+
+
+class _WriterThatTakesAll:
+    """Takes every message at once: the progress lines alone decide what is printed."""
+    stats = {"spins": 0}
+
+    def put(self, msg, timeout):
+        pass
+
+
+class _TickingClock:
+    """A clock that advances one second at each reading: no real time is measured."""
+    def __init__(self):
+        self.now = -1.0
+
+    def perf_counter(self):
+        self.now += 1.0
+        return self.now
+
+
+def test_progress_is_checked_every_256_messages_and_due_at_its_second(monkeypatch, capsys):
+    # t0 = 0, the first progress line is due at 1; the check after message 256 reads 1.
+    monkeypatch.setattr(demo, "time", _TickingClock())
+    results = queue.Queue()
+    results.put((0, _digest(count=256, size=10), STATS, None))
+    a = argparse.Namespace(messages=256, size=10, readers=1)
+    assert demo._broadcast(_WriterThatTakesAll(), a, [None], results) == 0
+    sent = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sent ")]
+    assert sent == ["sent 256 of 256 messages"]
+
+
+def test_the_writer_stats_are_printed(writer, monkeypatch, capsys):
+    assert _run(writer, [(0, _digest(), STATS, None)], monkeypatch) == 0
+    assert f"writer: {writer.stats}" in capsys.readouterr().out.splitlines()
+
+
+def test_messages_of_one_byte_are_a_valid_demo():
+    assert demo.build_parser().parse_args(["--size", "1"]).size == 1
+
+
+class _HungReader:
+    """A reader process that outlives the demo's 5 s grace: it records what is done to it."""
+    def __init__(self, calls, **_):
+        self.calls, self.pid = calls, None
+
+    def start(self):
+        self.pid = 1
+        self.calls.append("start")
+
+    def join(self, timeout=None):
+        self.calls.append(("join", timeout))
+
+    def is_alive(self):
+        return "kill" not in self.calls
+
+    def kill(self):
+        self.calls.append("kill")
+
+
+def test_a_hung_reader_is_killed_and_reaped(monkeypatch, capsys):
+    calls = []
+    ctx = argparse.Namespace(Queue=queue.Queue, Process=lambda **kw: _HungReader(calls, **kw))
+    monkeypatch.setattr(demo, "quiet_spawn_context", lambda: ctx)
+    monkeypatch.setattr(demo, "READY_TIMEOUT_S", 0.1)  # the reader never attaches
+    assert demo.main(["--readers", "1", "--transport", "shm"]) == 1
+    assert "TimeoutError" in capsys.readouterr().err
+    assert calls == ["start", ("join", 5), "kill", ("join", None)]

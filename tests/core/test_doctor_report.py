@@ -1,7 +1,10 @@
 """`rdmaq doctor`'s advice and report for machines this one is not: made-up reports
 (devices, ports, GIDs, limits, a VM) through doctor.advice() and doctor.render().
 The VM runs doctor against real rxe devices (tests/verbs/test_doctor.py)."""
+import argparse
 import copy
+import io
+import os
 
 import pytest
 
@@ -215,3 +218,81 @@ def test_a_verbs_extension_broken_otherwise_is_not_hidden(monkeypatch):
     monkeypatch.setitem(sys.modules, "rdmaq.transport.verbs", None)  # import fails, naming itself
     with pytest.raises(ModuleNotFoundError):
         doctor.verbs_extension()
+
+
+class _Gid:
+    def __init__(self, text, gid_type, spelled_by_method):
+        if spelled_by_method:  # newer pyverbs: a method; older ones: only the attribute
+            self.gid_str = lambda: text
+        else:
+            self.gid = text
+        self.gid_type, self.ndev_ifindex = gid_type, 0
+
+
+class _Context:
+    """One port, Ethernet, ACTIVE, whose GID table pyverbs returns entry by entry."""
+    TABLE = [_Gid("fe80:0000:0000:0000:0000:0000:0000:0001", 1, True), None,
+             _Gid("0000:0000:0000:0000:0000:0000:0000:0000", 2, True), _Gid(IPV4_GID, 2, False)]
+
+    def __init__(self, name):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        pass
+
+    def query_device(self):
+        return argparse.Namespace(phys_port_cnt=1)
+
+    def query_port(self, port):
+        return argparse.Namespace(state=4, link_layer=1, active_mtu=3, gid_tbl_len=len(self.TABLE))
+
+    def query_gid_ex(self, port, index):
+        if self.TABLE[index] is None:
+            raise OSError(61, "No data available")  # an empty entry
+        return self.TABLE[index]
+
+
+def test_the_pyverbs_report_of_a_roce_port(monkeypatch):
+    import sys
+    import types
+    enums = types.SimpleNamespace(IBV_PORT_ACTIVE=4, IBV_PORT_DOWN=1, IBV_PORT_INIT=2, IBV_PORT_ARMED=3,
+                                  IBV_LINK_LAYER_ETHERNET=1, IBV_LINK_LAYER_INFINIBAND=0)
+    monkeypatch.setitem(sys.modules, "pyverbs", types.SimpleNamespace(enums=enums))
+    monkeypatch.setitem(sys.modules, "pyverbs.enums", enums)
+    dev = types.SimpleNamespace(get_device_list=lambda: [types.SimpleNamespace(name=b"rxe0")],
+                                Context=_Context, translate_mtu=lambda m: {3: 1024}[m])
+    assert doctor.devices_from_pyverbs(dev) == [{"name": "rxe0", "ports": [{
+        "port": 1, "state": "ACTIVE", "link_layer": "Ethernet", "active_mtu": 1024,
+        "gids": [{"index": 0, "gid": "fe80:0000:0000:0000:0000:0000:0000:0001", "type": "RoCE v1", "netdev": None},
+                 {"index": 3, "gid": IPV4_GID, "type": "RoCE v2", "netdev": None}]}]}]
+
+
+def test_the_rxe_module_file_is_the_one_modinfo_names(tmp_path, monkeypatch):
+    # a modinfo of our own on PATH, naming a file no kernel has: the walk of /lib/modules cannot find it
+    modinfo = tmp_path / "modinfo"
+    modinfo.write_text('#!/bin/sh\n[ "$*" = "-n rdma_rxe" ] && echo /made/up/rdma_rxe.ko.xz\n')
+    modinfo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert doctor.rxe_status()["module_file"] == "/made/up/rdma_rxe.ko.xz"
+
+
+def test_runnable_tasks_are_the_fourth_field_of_loadavg(monkeypatch):
+    # /proc/loadavg: three load averages, runnable/total tasks, the last pid
+    real_open = open
+
+    def fake_open(path, *args, **kwargs):
+        if path == "/proc/loadavg":
+            return io.StringIO("0.52 0.58 0.59 3/467 12345\n")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(doctor, "open", fake_open, raising=False)
+    assert doctor.scheduler()["runnable_now"] == 3
+
+
+def test_the_json_report_is_indented_by_two_spaces(monkeypatch, capsys):
+    monkeypatch.setattr(doctor, "collect", lambda: {"transports": {"shm": {"usable": True}}})
+    assert doctor.main(["--json"]) == 0
+    assert capsys.readouterr().out == '{\n  "transports": {\n    "shm": {\n      "usable": true\n    }\n  }\n}\n'

@@ -1,5 +1,9 @@
 """rdmaq.sysfs reads /sys/class/infiniband: here a tree laid out as the kernel lays
 it out (an rxe device with an ACTIVE port, and a second, DOWN, without GIDs)."""
+import dataclasses
+
+import pytest
+
 from rdmaq import sysfs
 
 ROCE_V2_GID = "0000:0000:0000:0000:0000:ffff:c000:0201"
@@ -54,3 +58,9 @@ def test_an_active_port_makes_verbs_available(tmp_path):
     assert sysfs.port_state("rxe0", 1, root) == "ACTIVE"
     _tree(tmp_path, state0="1: DOWN")
     assert not sysfs.active_port_exists(root)
+
+
+def test_a_device_read_is_a_snapshot_that_cannot_be_changed(tmp_path):
+    dev = sysfs.devices(str(_tree(tmp_path)))[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        dev.name = "rxe1"
