@@ -187,6 +187,7 @@ except rdmaq.SharedMemoryFullError as e:
     (1 << 16, 64, "4.0 MiB (4194816 bytes)", "2.0 MiB (2097152 bytes)"),
     (1 << 20, 2048, "2.0 GiB (2147484160 bytes)", "0.0 GiB (2097152 bytes)"),  # the need's unit
     (1 << 20, 1023, "1023.0 MiB (1072693760 bytes)", "2.0 MiB (2097152 bytes)"),  # GiB from 1 GiB on
+    ((1 << 29) - 256, 2, "1.0 GiB (1073741824 bytes)", "0.0 GiB (2097152 bytes)"),  # 1 GiB exactly, with the header
 ])
 def test_a_full_dev_shm_says_how_much_the_queue_needs(slot_bytes, slots, need, free):
     import subprocess
