@@ -6,6 +6,7 @@ import errno
 import mmap
 import os
 import struct
+import subprocess
 
 import pytest
 
@@ -375,3 +376,24 @@ def test_a_refused_attach_leaves_the_process_s_descriptors_as_they_were(forge):
 def test_the_stale_check_refuses_a_name_no_queue_can_have(name):
     assert lib.rdmaq_shm_segment_stale(name.encode()) == -errno.EINVAL
     assert lib.rdmaq_shm_segment_stale(b"rdmaq-" + b"a" * 194) == 0  # 200 characters: no such queue
+
+
+def _dead_pid():
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid  # reaped: no process has it (until the kernel hands it out again)
+
+
+def test_a_segment_without_the_queue_prefix_is_never_stale(shm_names):
+    """Another program's segment is not judged, even one laid out as a queue of a dead writer."""
+    name = f"not-rdmaq-{os.getpid()}"
+    shm_names.append(name)
+    with open(os.path.join(SHM, name), "wb") as f:
+        f.write(HDR.pack(MAGIC, VERSION, 1, 1024, 8, _dead_pid(), 1 << 20, 1, _layout(1, 1024, 8), 0))
+    assert lib.rdmaq_shm_segment_stale(name.encode()) == 0
+
+
+def test_a_segment_without_the_magic_is_never_stale_whatever_its_writer_pid(forge):
+    dead = _dead_pid()
+    assert lib.rdmaq_shm_segment_stale(forge(pid=dead).info.name.encode()) == 1  # with the magic: stale
+    assert lib.rdmaq_shm_segment_stale(forge(pid=dead, magic=MAGIC ^ 1).info.name.encode()) == 0
