@@ -397,3 +397,15 @@ def test_a_segment_without_the_magic_is_never_stale_whatever_its_writer_pid(forg
     dead = _dead_pid()
     assert lib.rdmaq_shm_segment_stale(forge(pid=dead).info.name.encode()) == 1  # with the magic: stale
     assert lib.rdmaq_shm_segment_stale(forge(pid=dead, magic=MAGIC ^ 1).info.name.encode()) == 0
+
+
+def test_the_missing_readers_list_is_cut_where_16_bytes_of_its_128_are_left():
+    """The list keeps 16 bytes spare for one more index: '0, 1, .., 8, 10, .., 31' is 113
+    bytes, so 32 is left out although ', 32' would still fit."""
+    with rdmaq.Writer(33, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 9)
+        listed = ", ".join(str(i) for i in [*range(9), *range(10, 32)])
+        assert len(listed) == 113
+        with pytest.raises(TimeoutError, match=rf"1 of 33 readers attached \(missing: \[{listed}, \.\.\.\]\)"):
+            w.wait_ready(timeout=0)
+        r.close()
