@@ -109,3 +109,31 @@ def test_without_a_pidfd_a_live_reader_is_alive_whatever_errno_held():
         w.close()
     """)
     assert out == "[]\n"
+
+
+def test_without_a_pidfd_a_reader_killed_is_dead():
+    out = _child("""
+        import signal
+        w = rdmaq.Writer(1, transport="shm")
+        attached, stay = os.pipe(), os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(stay[1])  # a parent that dies early ends this read too
+                r = rdmaq.Reader(w.handle, 0)  # kept: a reader collected would close
+                os.write(attached[1], b"1")
+                os.read(stay[0], 1)  # until killed
+            finally:
+                os._exit(0)
+        os.read(attached[0], 1)
+        held = no_descriptor_left()
+        w.wait_ready(timeout=10)
+        for fd in held:
+            os.close(fd)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)  # reaped: kill(pid, 0) says ESRCH
+        print(w.dead_readers())
+        w.drop_reader(0)
+        w.close()
+    """)
+    assert out == "[0]\n"
