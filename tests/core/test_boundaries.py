@@ -190,6 +190,18 @@ def ring():
     r.close()
 
 
+def test_a_put_wakes_only_for_the_sleep_flags_of_its_readers(ring):
+    """The writer reads n_readers credit entries, not the ring control after them, whose
+    closed_seq sits where one more entry's sleep flag would."""
+    closed_seq = ring.ring + 8  # credits[1], one past the last, would be the ring's control
+    ring.m[closed_seq:closed_seq + 4] = struct.pack("<I", 1)
+    try:
+        ring.w.put(b"x")  # the reader is not asleep: nobody to wake
+    finally:
+        ring.m[closed_seq:closed_seq + 4] = bytes(4)
+    assert ring.w.stats["wakeups"] == 0
+    assert ring.r.get(timeout=TIMEOUT) == b"x"
+
 def test_a_record_that_fills_its_slot_exactly_is_delivered(ring):
     data = bytes(i % 251 for i in range(ring.payload))
     ring.forge(1, data)
