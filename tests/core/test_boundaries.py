@@ -6,6 +6,7 @@ import errno
 import mmap
 import os
 import struct
+import subprocess
 
 import pytest
 
@@ -188,6 +189,18 @@ def ring():
     yield r
     r.close()
 
+
+def test_a_put_wakes_only_for_the_sleep_flags_of_its_readers(ring):
+    """The writer reads n_readers credit entries, not the ring control after them, whose
+    closed_seq sits where one more entry's sleep flag would."""
+    closed_seq = ring.ring + 8  # credits[1], one past the last, would be the ring's control
+    ring.m[closed_seq:closed_seq + 4] = struct.pack("<I", 1)
+    try:
+        ring.w.put(b"x")  # the reader is not asleep: nobody to wake
+    finally:
+        ring.m[closed_seq:closed_seq + 4] = bytes(4)
+    assert ring.w.stats["wakeups"] == 0
+    assert ring.r.get(timeout=TIMEOUT) == b"x"
 
 def test_a_record_that_fills_its_slot_exactly_is_delivered(ring):
     data = bytes(i % 251 for i in range(ring.payload))
@@ -375,3 +388,36 @@ def test_a_refused_attach_leaves_the_process_s_descriptors_as_they_were(forge):
 def test_the_stale_check_refuses_a_name_no_queue_can_have(name):
     assert lib.rdmaq_shm_segment_stale(name.encode()) == -errno.EINVAL
     assert lib.rdmaq_shm_segment_stale(b"rdmaq-" + b"a" * 194) == 0  # 200 characters: no such queue
+
+
+def _dead_pid():
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid  # reaped: no process has it (until the kernel hands it out again)
+
+
+def test_a_segment_without_the_queue_prefix_is_never_stale(shm_names):
+    """Another program's segment is not judged, even one laid out as a queue of a dead writer."""
+    name = f"not-rdmaq-{os.getpid()}"
+    shm_names.append(name)
+    with open(os.path.join(SHM, name), "wb") as f:
+        f.write(HDR.pack(MAGIC, VERSION, 1, 1024, 8, _dead_pid(), 1 << 20, 1, _layout(1, 1024, 8), 0))
+    assert lib.rdmaq_shm_segment_stale(name.encode()) == 0
+
+
+def test_a_segment_without_the_magic_is_never_stale_whatever_its_writer_pid(forge):
+    dead = _dead_pid()
+    assert lib.rdmaq_shm_segment_stale(forge(pid=dead).info.name.encode()) == 1  # with the magic: stale
+    assert lib.rdmaq_shm_segment_stale(forge(pid=dead, magic=MAGIC ^ 1).info.name.encode()) == 0
+
+
+def test_the_missing_readers_list_is_cut_where_16_bytes_of_its_128_are_left():
+    """The list keeps 16 bytes spare for one more index: '0, 1, .., 8, 10, .., 31' is 113
+    bytes, so 32 is left out although ', 32' would still fit."""
+    with rdmaq.Writer(33, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 9)
+        listed = ", ".join(str(i) for i in [*range(9), *range(10, 32)])
+        assert len(listed) == 113
+        with pytest.raises(TimeoutError, match=rf"1 of 33 readers attached \(missing: \[{listed}, \.\.\.\]\)"):
+            w.wait_ready(timeout=0)
+        r.close()

@@ -8,6 +8,7 @@ import pytest
 
 import rdmaq
 from children import TIMEOUT
+from observe import blocked_call
 from rdmaq import errors
 from rdmaq._rdmaq import ffi, lib
 
@@ -187,6 +188,7 @@ except rdmaq.SharedMemoryFullError as e:
     (1 << 16, 64, "4.0 MiB (4194816 bytes)", "2.0 MiB (2097152 bytes)"),
     (1 << 20, 2048, "2.0 GiB (2147484160 bytes)", "0.0 GiB (2097152 bytes)"),  # the need's unit
     (1 << 20, 1023, "1023.0 MiB (1072693760 bytes)", "2.0 MiB (2097152 bytes)"),  # GiB from 1 GiB on
+    ((1 << 29) - 256, 2, "1.0 GiB (1073741824 bytes)", "0.0 GiB (2097152 bytes)"),  # 1 GiB exactly, with the header
 ])
 def test_a_full_dev_shm_says_how_much_the_queue_needs(slot_bytes, slots, need, free):
     import subprocess
@@ -211,3 +213,23 @@ def test_recv_like_get_waits_for_ready_first():
         with pytest.raises(rdmaq.PeerClosedError, match="writer closed the queue before it was ready"):
             call(timeout=TIMEOUT)
     r.close()
+
+
+def test_a_get_that_slept_leaves_the_thread_s_last_error_as_it_was():
+    """rdmaq_errmsg() is the detail of the thread's last error: a sleep that ended well is none."""
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+
+        def fail_then_sleep():
+            assert lib.rdmaq_shm_segment_stale(b"") == -errno.EINVAL  # the thread's last error
+            last = ffi.string(lib.rdmaq_errmsg())
+            r.get(timeout=TIMEOUT)
+            return last, ffi.string(lib.rdmaq_errmsg())
+
+        t, box = blocked_call(r, fail_then_sleep, "get")
+        w.put(b"x")
+        t.join(TIMEOUT)
+        last, after = box["value"]
+        assert after == last == b"queue name must have 1..200 characters"
+        r.close()

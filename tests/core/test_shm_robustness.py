@@ -286,3 +286,27 @@ def test_runtime_faults_are_rdmaq_errors():
         r.close()
     with pytest.raises(rdmaq.QueueNotFoundError):
         rdmaq.Reader(pickle.loads(pickle.dumps(w.handle)), 0)  # a closed writer's handle
+
+
+NO_ADDRESS_SPACE_CHILD = textwrap.dedent("""
+    import os, resource
+    import rdmaq
+    rdmaq.Writer(1, transport="shm").close()  # imports done
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (vm + (32 << 20), resource.RLIM_INFINITY))
+    try:
+        rdmaq.Writer(1, transport="shm", slot_bytes=1 << 20, slots=64)  # 64 MiB: reserved, not mapped
+    except rdmaq.Error as e:
+        print(e.errno, e, flush=True)
+    print(sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"rdmaq-{os.getpid()}-")))
+""")
+
+
+def test_a_segment_that_cannot_be_mapped_is_an_error_and_removed():
+    p = subprocess.run([sys.executable, "-c", NO_ADDRESS_SPACE_CHILD], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    refused, left = p.stdout.splitlines()
+    assert refused.startswith("12 ") and "cannot map shared memory" in refused, refused  # ENOMEM
+    assert left == "[]"
