@@ -220,6 +220,9 @@ static void test_nap_lateness_is_averaged_and_clamped(void)
 	rdmaq_cadence_init(&c);
 	rdmaq_cadence_napped(&c, MS, 0); /* early: not late at all */
 	CHECK(c.late == 0 && c.late_dev == 0);
+	rdmaq_cadence_napped(&c, 0, 80 * US);
+	rdmaq_cadence_napped(&c, MS, 0); /* early again: 0 late, the average down by an eighth */
+	CHECK(c.late == 10 * US - 10 * US / 8);
 
 	rdmaq_cadence_init(&c);
 	for (int i = 0; i < 300; i++)

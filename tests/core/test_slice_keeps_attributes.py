@@ -155,3 +155,30 @@ def test_a_thread_already_on_the_slice_is_left_alone_after_the_first_answer():
     reset_on_fork, runtime = p.stdout.split()
     assert runtime == "300000"
     assert reset_on_fork == "False"  # not probed again: nothing set on it
+
+
+def test_restore_slice_gives_back_the_slice_from_before_the_first_short_one():
+    """A reader without restore_slice leaves its thread on the short slice; a later one
+    with it, on the same thread, gives back the thread's own slice, not the short one."""
+    box = {}
+    with rdmaq.Writer(1, transport="shm") as w1, rdmaq.Writer(1, transport="shm") as w2:
+        kept = rdmaq.Reader(w1.handle, 0, slice_us=300, restore_slice=False)
+        restoring = rdmaq.Reader(w2.handle, 0, slice_us=300, restore_slice=True)
+        w1.wait_ready(timeout=TIMEOUT)
+        w2.wait_ready(timeout=TIMEOUT)
+
+        def body():
+            _set_runtime(700_000)
+            for name, r in (("kept", kept), ("restored", restoring)):
+                try:
+                    r.get(timeout=0.1)
+                except TimeoutError:
+                    pass
+                box[name] = _runtime()
+
+        t = threading.Thread(target=body)
+        t.start()
+        t.join(TIMEOUT)
+        kept.close()
+        restoring.close()
+    assert box == {"kept": 300_000, "restored": 700_000}
