@@ -85,6 +85,56 @@ static void test_the_spin_budget_is_a_sixth_of_the_interval_up_to_1_ms(void)
 	CHECK(w.spin_until - w.spin_from == RDMAQ_CAD_MAX_SPIN_NS);
 }
 
+/*
+ * The window covers every interval seen while the spread and a guard each
+ * side (15 us + a quarter of the spread) fit the budget, to the ns; past
+ * that the budget starts at the densest run, here from the shortest interval.
+ */
+static void test_the_window_covers_every_interval_while_it_fits_with_both_guards(void)
+{
+	/* 312 + 2 * (15 + 78) us: the budget of 498 us exactly */
+	const int64_t med = 2988 * US, fits = 312 * US;
+	const int64_t budget = med / RDMAQ_CAD_BUDGET_DIV, guard = RDMAQ_CAD_GUARD_NS + fits / 4;
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t;
+
+	CHECK(fits + 2 * guard == budget);
+	rdmaq_cadence_init(&c);
+	t = feed_spread(&c, med, med - fits / 2, med + fits / 2);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	CHECK(w.spin_from == t + c.offset + med - fits / 2 - guard);
+	CHECK(w.spin_until == t + c.offset + med + fits / 2 + guard);
+
+	/* 4 ns wider: the guards grow by 1 ns each, 6 ns over the budget */
+	rdmaq_cadence_init(&c);
+	t = feed_spread(&c, med, med - fits / 2 - 2, med + fits / 2 + 2);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	CHECK(w.spin_from == t + c.offset + med - fits / 2 - 2 - RDMAQ_CAD_GUARD_NS);
+	CHECK(w.spin_until == w.spin_from + budget);
+}
+
+/* Two early steps (a writer catching up) below 20 steady ones: the budget starts at the steady ones. */
+static void test_the_densest_run_is_found_past_the_shortest_intervals(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t iv[23];
+	int64_t t;
+
+	for (int i = 0; i < 23; i++)
+		iv[i] = 3 * MS;
+	iv[4] = 2 * MS;
+	iv[9] = 2 * MS + 10 * US;
+	iv[15] = 3 * MS + 200 * US;
+	rdmaq_cadence_init(&c);
+	rdmaq_cadence_observe(&c, 1000 * MS, 1000 * MS);
+	t = feed_ivs(&c, 1000 * MS, iv, 23, 0);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	CHECK(w.spin_from == t + c.offset + 3 * MS - RDMAQ_CAD_GUARD_NS);
+	CHECK(w.spin_until == w.spin_from + 3 * MS / RDMAQ_CAD_BUDGET_DIV);
+}
+
 static void test_the_shortest_and_longest_intervals_anticipated(void)
 {
 	struct rdmaq_cadence c;
@@ -170,6 +220,9 @@ static void test_nap_lateness_is_averaged_and_clamped(void)
 	rdmaq_cadence_init(&c);
 	rdmaq_cadence_napped(&c, MS, 0); /* early: not late at all */
 	CHECK(c.late == 0 && c.late_dev == 0);
+	rdmaq_cadence_napped(&c, 0, 80 * US);
+	rdmaq_cadence_napped(&c, MS, 0); /* early again: 0 late, the average down by an eighth */
+	CHECK(c.late == 10 * US - 10 * US / 8);
 
 	rdmaq_cadence_init(&c);
 	for (int i = 0; i < 300; i++)
@@ -198,6 +251,8 @@ int main(void)
 {
 	test_the_window_of_a_steady_writer_exactly();
 	test_the_spin_budget_is_a_sixth_of_the_interval_up_to_1_ms();
+	test_the_window_covers_every_interval_while_it_fits_with_both_guards();
+	test_the_densest_run_is_found_past_the_shortest_intervals();
 	test_the_shortest_and_longest_intervals_anticipated();
 	test_fewest_intervals_anticipated();
 	test_how_irregular_a_writer_may_be();

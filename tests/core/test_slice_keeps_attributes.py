@@ -86,3 +86,99 @@ def test_the_thread_s_nice_value_stays():
 def test_restore_slice_gives_back_the_thread_s_own_slice():
     before, after = _blocked_get_in_a_thread(lambda: _set_runtime(700_000), restore_slice=True)
     assert before[1] == after[1] == 700_000
+
+
+RESET_ON_FORK = 0x01  # SCHED_FLAG_RESET_ON_FORK
+
+
+def _reset_on_fork():
+    return bool(int.from_bytes(bytes(_attr()[8:16]), "little") & RESET_ON_FORK)
+
+
+def test_the_probe_gives_the_thread_back_without_reset_on_fork():
+    """The probe tries the slice with reset-on-fork, as a wait asks for it; the thread's
+    own attributes come back without it (else the processes it starts lose them)."""
+    from rdmaq._rdmaq import lib
+    box = {}
+
+    def body():
+        box["before"] = _reset_on_fork(), _runtime()
+        box["probe"] = lib.rdmaq_sched_slice_probe(100_000)
+        box["after"] = _reset_on_fork(), _runtime()
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join(TIMEOUT)
+    assert box["probe"] == 1
+    assert box["before"] == box["after"] and box["after"][0] is False
+
+
+# A fresh process (nothing probed yet): a first blocked get settles that slices work;
+# then a thread that set the same slice itself blocks: its attributes are left alone.
+ALREADY_SHORT_CHILD = """
+import threading
+import rdmaq
+from test_slice_keeps_attributes import _reset_on_fork, _runtime, _set_runtime
+
+
+def blocked_get(prepare):
+    prepare()
+    try:
+        r.get(timeout=0.2)  # long enough to block even on a loaded machine
+    except TimeoutError:
+        pass
+    box.append((_reset_on_fork(), _runtime()))
+
+
+box = []
+w = rdmaq.Writer(1, transport="shm")
+r = rdmaq.Reader(w.handle, 0, slice_us=300)
+w.wait_ready(30)
+for prepare in (lambda: None, lambda: _set_runtime(300_000)):
+    t = threading.Thread(target=blocked_get, args=(prepare,))
+    t.start()
+    t.join(30)
+r.close()
+w.close()
+print(*box[1], flush=True)
+"""
+
+
+def test_a_thread_already_on_the_slice_is_left_alone_after_the_first_answer():
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.path.dirname(here)]))
+    p = subprocess.run([sys.executable, "-c", ALREADY_SHORT_CHILD], capture_output=True, text=True, env=env,
+                       timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    reset_on_fork, runtime = p.stdout.split()
+    assert runtime == "300000"
+    assert reset_on_fork == "False"  # not probed again: nothing set on it
+
+
+def test_restore_slice_gives_back_the_slice_from_before_the_first_short_one():
+    """A reader without restore_slice leaves its thread on the short slice; a later one
+    with it, on the same thread, gives back the thread's own slice, not the short one."""
+    box = {}
+    with rdmaq.Writer(1, transport="shm") as w1, rdmaq.Writer(1, transport="shm") as w2:
+        kept = rdmaq.Reader(w1.handle, 0, slice_us=300, restore_slice=False)
+        restoring = rdmaq.Reader(w2.handle, 0, slice_us=300, restore_slice=True)
+        w1.wait_ready(timeout=TIMEOUT)
+        w2.wait_ready(timeout=TIMEOUT)
+
+        def body():
+            _set_runtime(700_000)
+            for name, r in (("kept", kept), ("restored", restoring)):
+                try:
+                    r.get(timeout=0.1)
+                except TimeoutError:
+                    pass
+                box[name] = _runtime()
+
+        t = threading.Thread(target=body)
+        t.start()
+        t.join(TIMEOUT)
+        kept.close()
+        restoring.close()
+    assert box == {"kept": 300_000, "restored": 700_000}
