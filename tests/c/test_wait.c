@@ -6,9 +6,11 @@
  * with this file's rdmaq_cpu_busy() instead of busy.c: the machine's load
  * must not decide whether a wait spins here.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "busy.h"
 #include "check.h"
@@ -23,6 +25,26 @@ bool rdmaq_cpu_busy(int64_t now_ns)
 {
 	(void)now_ns;
 	return cpu_busy;
+}
+
+/*
+ * The clock the waiter reads: the real one, or, while frozen_ns is set, that
+ * instant, as a clock too coarse to move between two reads would give it.
+ */
+static int64_t frozen_ns;
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	static int (*real)(clockid_t, struct timespec *);
+
+	if (frozen_ns && id == CLOCK_MONOTONIC) {
+		*ts = (struct timespec){ .tv_sec = frozen_ns / 1000000000LL,
+					 .tv_nsec = frozen_ns % 1000000000LL };
+		return 0;
+	}
+	if (!real)
+		real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+	return real(id, ts);
 }
 
 /* A message that lands after `due` looks at the ring, or when the reader blocks. */
@@ -126,6 +148,23 @@ static void test_a_spin_looks_at_the_clock_every_64_rounds(void)
 		CHECK(msg.looks > 3 && (msg.looks - 3) % 64 == 0);
 	}
 	CHECK(stats.spins == 0 && stats.sleeps == 8);
+}
+
+/*
+ * A deadline that has come is past: a wait that finds the clock at its deadline
+ * (a zero timeout, the clock not moved since) times out without blocking.
+ */
+static void test_a_wait_at_its_deadline_times_out_without_blocking(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	msg = (struct message){ .due = 0 };
+	frozen_ns = rdmaq_now_ns();
+	CHECK(rdmaq_wait(&wt, message_landed, &msg, rdmaq_deadline(0)) == -ETIMEDOUT);
+	frozen_ns = 0;
+	CHECK(stats.sleeps == 0 && !msg.landed);
 }
 
 /* A message that lands `after_ns` after the spin's first look (or when the reader blocks). */
@@ -338,6 +377,7 @@ int main(void)
 	test_no_spin_budget_never_spins();
 	test_a_spin_looks_at_the_clock_every_64_rounds();
 	test_a_spin_that_ends_late_doubles_its_budget();
+	test_a_wait_at_its_deadline_times_out_without_blocking();
 	test_a_busy_cpu_counts_once_per_get();
 	test_a_busy_cpu_spins_only_with_a_busy_spin_budget();
 	test_a_busy_spin_budget_leaves_an_idle_cpu_alone();
