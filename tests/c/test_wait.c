@@ -6,9 +6,11 @@
  * with this file's rdmaq_cpu_busy() instead of busy.c: the machine's load
  * must not decide whether a wait spins here.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "busy.h"
 #include "check.h"
@@ -23,6 +25,26 @@ bool rdmaq_cpu_busy(int64_t now_ns)
 {
 	(void)now_ns;
 	return cpu_busy;
+}
+
+/*
+ * The clock the waiter reads: the real one, or, while frozen_ns is set, that
+ * instant, as a clock too coarse to move between two reads would give it.
+ */
+static int64_t frozen_ns;
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	static int (*real)(clockid_t, struct timespec *);
+
+	if (frozen_ns && id == CLOCK_MONOTONIC) {
+		*ts = (struct timespec){ .tv_sec = frozen_ns / 1000000000LL,
+					 .tv_nsec = frozen_ns % 1000000000LL };
+		return 0;
+	}
+	if (!real)
+		real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+	return real(id, ts);
 }
 
 /* A message that lands after `due` looks at the ring, or when the reader blocks. */
@@ -110,6 +132,87 @@ static void test_no_spin_budget_never_spins(void)
 }
 
 /*
+ * The spin reads the clock once every 64 looks, so a spin that runs out of its
+ * budget has looked a whole number of 64 rounds: to the floor's 1 µs it still
+ * looks 64 times, never just once.
+ */
+static void test_a_spin_looks_at_the_clock_every_64_rounds(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	for (int i = 0; i < 8; i++) {
+		wt.spin_ns = RDMAQ_MIN_SPIN_NS;
+		one_wait(&wt, 0);
+		/* the spin's looks, less the first look, the re-check and the look once woken */
+		CHECK(msg.looks > 3 && (msg.looks - 3) % 64 == 0);
+	}
+	CHECK(stats.spins == 0 && stats.sleeps == 8);
+}
+
+/*
+ * A deadline that has come is past: a wait that finds the clock at its deadline
+ * (a zero timeout, the clock not moved since) times out without blocking.
+ */
+static void test_a_wait_at_its_deadline_times_out_without_blocking(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	msg = (struct message){ .due = 0 };
+	frozen_ns = rdmaq_now_ns();
+	CHECK(rdmaq_wait(&wt, message_landed, &msg, rdmaq_deadline(0)) == -ETIMEDOUT);
+	frozen_ns = 0;
+	CHECK(stats.sleeps == 0 && !msg.landed);
+}
+
+/* A message that lands `after_ns` after the spin's first look (or when the reader blocks). */
+struct timed_message {
+	unsigned long looks;
+	int64_t after_ns;
+	int64_t first_ns; /* the spin's first look */
+	int64_t found_ns; /* the look that found it */
+};
+
+static struct timed_message timed;
+
+static int timed_message_landed(void *arg)
+{
+	struct timed_message *m = arg;
+	int64_t now = rdmaq_now_ns();
+
+	if (++m->looks == 2) /* the first was the look before the spin */
+		m->first_ns = now;
+	if (msg.landed || (m->looks >= 2 && now - m->first_ns >= m->after_ns)) {
+		m->found_ns = now;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * A spin that finds its message late in its budget raises the budget to twice
+ * the time the spin took, so that the next message, as late, is found too: the
+ * time from its first look to the message is a lower bound of that (150 µs into
+ * a 200 µs budget).
+ */
+static void test_a_spin_that_ends_late_doubles_its_budget(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.spin_ns = 200000;
+	msg = (struct message){ 0 };
+	timed = (struct timed_message){ .after_ns = 150000 };
+	CHECK(rdmaq_wait(&wt, timed_message_landed, &timed, -1) == 0);
+	/* a spin that lost its CPU, or ran out on a loaded machine, is not one to check */
+	if (stats.preempted || stats.spins != 1)
+		return;
+	CHECK(wt.spin_ns >= 2 * (timed.found_ns - timed.first_ns) || wt.spin_ns == SPIN_MAX_NS);
+}
+
+/*
  * A get naps first (rdmaq_wait_prepare_window), then waits: an oversubscribed
  * CPU seen by both is one get that did not spin, counted once.
  */
@@ -149,6 +252,8 @@ static void test_a_busy_cpu_spins_only_with_a_busy_spin_budget(void)
 	for (int i = 0; i < 8; i++)
 		one_wait(&wt, 200);
 	CHECK(stats.busy == 8 && stats.spins == 0 && stats.sleeps == 8);
+	/* without a budget no look at all between the first and the re-check before blocking */
+	CHECK(msg.looks == 3);
 
 	waiter_init(&wt);
 	wt.spin_max_ns = wt.spin_ns = 0;
@@ -180,6 +285,13 @@ static void test_a_busy_spin_budget_leaves_an_idle_cpu_alone(void)
 		one_wait(&wt, 0);
 	CHECK(stats.busy == 0 && stats.spins == 0 && stats.sleeps == 12);
 	CHECK(wt.spin_ns == RDMAQ_MIN_SPIN_NS); /* halved by each blocked wait, as without */
+
+	/* nor does it make a waiter without an adaptive spin spin: it blocks at once */
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	wt.busy_spin_ns = SPIN_MAX_NS;
+	one_wait(&wt, 1000);
+	CHECK(stats.spins == 0 && stats.sleeps == 1 && msg.looks == 3);
 }
 
 static void test_the_busy_spin_budget_comes_from_the_environment(void)
@@ -263,6 +375,9 @@ int main(void)
 	test_waits_that_block_shrink_the_spin_to_the_minimum();
 	test_a_spin_that_finds_its_message_never_blocks();
 	test_no_spin_budget_never_spins();
+	test_a_spin_looks_at_the_clock_every_64_rounds();
+	test_a_spin_that_ends_late_doubles_its_budget();
+	test_a_wait_at_its_deadline_times_out_without_blocking();
 	test_a_busy_cpu_counts_once_per_get();
 	test_a_busy_cpu_spins_only_with_a_busy_spin_budget();
 	test_a_busy_spin_budget_leaves_an_idle_cpu_alone();

@@ -12,7 +12,9 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "busy.h"
 #include "check.h"
@@ -233,6 +235,54 @@ static void test_a_nap_asks_for_the_short_slice(void)
 	CHECK(msg.short_slice_in_nap == (rdmaq_slice_effective(&wt.slice) != 0));
 }
 
+static int hooked; /* calls of the before-block hook */
+
+static int count_before_block(struct rdmaq_waiter *w)
+{
+	(void)w;
+	hooked++;
+	return 0;
+}
+
+/* The before-block hook (a reader publishes its credit there) runs before a nap, and
+ * the nap follows when it succeeds. */
+static void test_a_nap_runs_the_before_block_hook_first(void)
+{
+	struct rdmaq_cad_window w = setup();
+	int64_t now = rdmaq_now_ns();
+
+	hooked = 0;
+	wt.before_block = count_before_block;
+	CHECK(wait_for(now + (w.sleep_until - now) / 2, -1) == 0);
+	if (began >= msg.at_ns - 100 * US)
+		return; /* the machine gave the test its CPU back too late to nap */
+	CHECK(hooked == 1 && stats.naps == 1 && stats.woken == 1 && wt.how == RDMAQ_HOW_WOKEN);
+}
+
+static uint64_t thread_slice_ns(void)
+{
+	struct rdmaq_sched_attr a = { 0 };
+
+	CHECK(syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0) == 0);
+	return a.sched_runtime;
+}
+
+/* Asked to (restore), a wait that ends in its nap gives the thread its own slice back. */
+static void test_a_nap_gives_the_slice_back_when_asked(void)
+{
+	struct rdmaq_cad_window w = setup();
+	int64_t now = rdmaq_now_ns();
+	uint64_t own = thread_slice_ns();
+
+	wt.slice.want_ns = RDMAQ_MIN_SLICE_NS;
+	wt.slice.restore = true;
+	CHECK(wait_for(now + (w.sleep_until - now) / 2, -1) == 0);
+	CHECK(!wt.slice.applied);
+	CHECK(thread_slice_ns() == own);
+	if (began < msg.at_ns - 100 * US) /* in time to nap: the wait ended there */
+		CHECK(stats.naps == 1 && wt.how == RDMAQ_HOW_WOKEN);
+}
+
 /* A wait that must end at its deadline never asks the kernel to sleep past it. */
 static void test_no_block_outlasts_the_deadline(void)
 {
@@ -254,6 +304,8 @@ int main(void)
 	test_a_busy_cpu_opens_no_window();
 	test_a_nap_that_ends_late_backs_anticipation_off();
 	test_no_block_outlasts_the_deadline();
+	test_a_nap_gives_the_slice_back_when_asked(); /* first: nothing left the slice short */
 	test_a_nap_asks_for_the_short_slice();
+	test_a_nap_runs_the_before_block_hook_first();
 	return check_report("window");
 }
