@@ -96,6 +96,23 @@ def _as_from_a_terminal():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+_STARTED = []  # every command a test started: what a failed test leaves is killed after it
+
+
+def kill_what_was_started():
+    """SIGKILL the process group of every command started since the last call: a test that
+    failed before its command ended (or a mutant that keeps it from ending: the endless demo
+    runs for hours) must not leave it running."""
+    while _STARTED:
+        cmd = _STARTED.pop()
+        try:
+            os.killpg(cmd.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the group is gone: the command ended with the test
+        if cmd.p.poll() is None:
+            cmd.p.wait()
+
+
 class Started:
     """`rdmaq ARGS` running in its own session, stdout and stderr piped, a private TMPDIR."""
 
@@ -109,6 +126,7 @@ class Started:
         self.p = subprocess.Popen(argv(*args), stdout=stdout, stderr=subprocess.PIPE, text=True,
                                   start_new_session=True, env={**env, "TMPDIR": str(self.tmpdir)},
                                   preexec_fn=_as_from_a_terminal)
+        _STARTED.append(self)
         self.pids = {self.p.pid}
         self.err_lines = []
 
