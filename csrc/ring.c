@@ -314,6 +314,18 @@ static void rdmaq_writer_abandon(struct rdmaq_writer *w)
 	w->put.active = false;
 }
 
+/* The writer can take a call: not a fork's copy, not closed, ready. */
+static int rdmaq_writer_check_usable(struct rdmaq_writer *w)
+{
+	if (rdmaq_forked(w->forks))
+		return rdmaq_forked_err("writer");
+	if (w->closed)
+		return rdmaq_set_err(-EBADF, "writer is closed");
+	if (!w->ready)
+		return rdmaq_set_err(-ENOTCONN, "writer is not ready: call wait_ready() first");
+	return 0;
+}
+
 static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
 			     int64_t timeout_ns, bool resume)
 {
@@ -322,12 +334,9 @@ static int rdmaq_writer_send(struct rdmaq_writer *w, const struct rdmaq_iovec *i
 	int i, ret;
 
 	w->trace = (struct rdmaq_trace){ .start_ns = rdmaq_now_ns() };
-	if (rdmaq_forked(w->forks))
-		return rdmaq_forked_err("writer");
-	if (w->closed)
-		return rdmaq_set_err(-EBADF, "writer is closed");
-	if (!w->ready)
-		return rdmaq_set_err(-ENOTCONN, "writer is not ready: call wait_ready() first");
+	ret = rdmaq_writer_check_usable(w);
+	if (ret)
+		return ret;
 	if (iovcnt < 0)
 		return rdmaq_set_err(-EINVAL, "negative iovcnt");
 	for (i = 0; i < iovcnt; i++)
@@ -391,12 +400,10 @@ int rdmaq_writer_close(struct rdmaq_writer *w)
 
 static int rdmaq_writer_check_index(struct rdmaq_writer *w, uint32_t index)
 {
-	if (rdmaq_forked(w->forks))
-		return rdmaq_forked_err("writer");
-	if (w->closed)
-		return rdmaq_set_err(-EBADF, "writer is closed");
-	if (!w->ready)
-		return rdmaq_set_err(-ENOTCONN, "writer is not ready: call wait_ready() first");
+	int ret = rdmaq_writer_check_usable(w);
+
+	if (ret)
+		return ret;
 	if (index >= w->cfg.n_readers)
 		return rdmaq_set_err(-EINVAL, "reader index %u out of range: queue has %u readers",
 				     index, w->cfg.n_readers);
