@@ -35,6 +35,8 @@ DEFAULT_QUEUES = "rdmaq-shm,vllm,vllm-spinloop"
 # name -> (hogs run, their scheduling class)
 SETTINGS = {"idle": (False, "normal"), "hogs": (True, "normal"), "hogs-schedidle": (True, "idle")}
 HOG_SETTLE_S = 0.3  # hogs spawned and spinning before the sub-run starts
+SUBRUN_OVERHEAD_S = 1.0  # hogs started and stopped, results sent and read
+MIN_CAP_S = 0.5  # a sub-run shorter than this is left out
 SETUP_GUESS_S = {"cpu": 10.0, "cuda": 30.0}  # a cell's start and stop, before one is measured
 
 
@@ -150,12 +152,13 @@ class Budget:
         self.setup_s = setup_guess_s  # the longest cell start + stop seen
 
     def cap(self, subruns_left: int, cells_left_after: int) -> float | None:
-        """Time cap of the next sub-run, or None when no useful one fits."""
+        """Time cap of the next sub-run, or None when no useful one fits: an equal share of
+        what is left for every sub-run left, this cell's and the later cells'."""
         if self.deadline_s is None:
             return self.time_cap_s
         left = self.deadline_s - (time.monotonic() - self.t0) - cells_left_after * self.setup_s
-        cap = left / subruns_left - HOG_SETTLE_S - 1.0
-        return min(self.time_cap_s, cap) if cap >= 0.5 else None
+        cap = left / subruns_left - HOG_SETTLE_S - SUBRUN_OVERHEAD_S
+        return min(self.time_cap_s, cap) if cap >= MIN_CAP_S else None
 
 
 def _start_hogs(ctx, setting, n, cpus) -> list:
@@ -223,7 +226,7 @@ def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, pro
             work["matmuls"] = cal["matmuls"]
         cell["setup_s"] = time.monotonic() - t_start
         for k, (setting, run) in enumerate(order):
-            cap = budget.cap(len(order) - k, cells_left_after)
+            cap = budget.cap(len(order) - k + cells_left_after * len(order), cells_left_after)
             if cap is None:
                 cell["skipped_subruns"] = len(order) - k
                 break
@@ -381,6 +384,11 @@ def main(argv=None) -> int:
         with open(args.markdown, "w") as f:
             f.write(format_markdown(result))
     print(format_tables(result))
+    if result["skipped_subruns"]:
+        print(f"{PROG}: {result['skipped_subruns']} sub-run(s) left out: they would have ended past "
+              f"--deadline {args.deadline:g} s", file=sys.stderr)
+    if not result["groups"]:
+        return fail(PROG, "nothing was measured")
     return 1 if failed else 0
 
 

@@ -174,3 +174,25 @@ def test_cuda_without_a_gpu_says_so_in_one_line(capsys):
     assert cli.main(["step", "--device", "cuda", "--tp", "2", "--queues", "rdmaq-shm"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("rdmaq bench step: --device cuda") and err.count("\n") == 1, err
+
+
+def test_the_deadline_is_shared_by_every_subrun_left():
+    from rdmaq.bench.step import HOG_SETTLE_S, SUBRUN_OVERHEAD_S, Budget
+
+    b = Budget(420.0, 30.0, setup_guess_s=30.0)
+    # 36 sub-runs left over 6 cells, 5 cells still to start: (420 - 5 x 30) / 36 each
+    assert b.cap(36, 5) == pytest.approx(270 / 36 - HOG_SETTLE_S - SUBRUN_OVERHEAD_S, rel=1e-3)
+    assert b.cap(1, 0) == 30.0          # never more than --time-cap
+    assert b.cap(1000, 0) is None       # too little left for one
+    assert Budget(None, 30.0, 30.0).cap(1000, 100) == 30.0
+
+
+def test_subruns_that_cannot_fit_the_deadline_are_left_out(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    rc = cli.main(["step", "--tp", "2", "--queues", "rdmaq-shm", "--settings", "idle", "--runs", "2",
+                   "--deadline", "1", "--json", str(out)])
+    assert rc == 1
+    data = json.loads(out.read_text())
+    assert data["skipped_subruns"] == 2 and data["groups"] == [] and data["cells"][0]["error"] is None
+    err = capsys.readouterr().err
+    assert "2 sub-run(s) left out" in err and "nothing was measured" in err
