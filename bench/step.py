@@ -149,7 +149,13 @@ class Budget:
     def __init__(self, deadline_s, time_cap_s, setup_guess_s):
         self.t0 = time.monotonic()
         self.deadline_s, self.time_cap_s = deadline_s, time_cap_s
-        self.setup_s = setup_guess_s  # the longest cell start + stop seen
+        self.setup_guess_s = setup_guess_s
+        self.setups: list[float] = []  # each cell's start + stop, seconds
+
+    @property
+    def setup_s(self) -> float:
+        """What a cell's start and stop take: the longest seen, or the guess before any."""
+        return max(self.setups) if self.setups else self.setup_guess_s
 
     def cap(self, subruns_left: int, cells_left_after: int) -> float | None:
         """Time cap of the next sub-run, or None when no useful one fits: an equal share of
@@ -236,8 +242,9 @@ def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, pro
             for r in ranks:
                 r.conn.send(("run", sub))
             engine.conn.send(("run", sub))
-            (_, eres), = _expect([engine], "done", cap + 300)
-            rres = [m[1] for m in _expect(ranks, "done", 300)]
+            # all at once: a rank that dies leaves the engine waiting for its reply forever
+            done = [m[1] for m in _expect(peers, "done", cap + 300)]
+            eres, rres = done[0], done[1:]
             _stop(hogs)
             hogs = []
             fig, raw = subrun_figures(eres, rres)
@@ -251,7 +258,7 @@ def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, pro
         _expect(peers, "bye", 60)
         for p in peers:
             p.process.join(30)
-        budget.setup_s = max(budget.setup_s, cell["setup_s"] + time.monotonic() - t_stop)
+        budget.setups.append(cell["setup_s"] + time.monotonic() - t_stop)
     except CellError as e:
         cell["error"] = str(e)
     except Exception as e:  # a harness bug must not lose the other cells' results

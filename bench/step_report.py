@@ -123,8 +123,8 @@ def compute_ratios(groups: list[dict]) -> list[dict]:
     """rdmaq ÷ the better vLLM queue of the same TP and setting, per figure (lower is better
     for each, so < 1 is rdmaq ahead; throughput is inverted to keep that reading)."""
     out = []
-    keys = {(g["tp"], g["setting"]) for g in groups}
-    for tp, setting in sorted(keys):
+    keys = list(dict.fromkeys((g["tp"], g["setting"]) for g in groups))  # in the groups' order
+    for tp, setting in keys:
         cell = {g["queue"]: g["figures"] for g in groups if g["tp"] == tp and g["setting"] == setting
                 and g["figures"].get("steps")}
         bases = [cell[q] for q in BASELINES if q in cell]
@@ -166,14 +166,19 @@ def _f(v, fmt="{:.0f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def _load(avg) -> str:
+    return "-" if not avg else " ".join(f"{v:.2f}" for v in avg)
+
+
 def format_tables(result: dict) -> str:
     lines = []
     cfg = result["config"]
     lines.append(f"# rdmaq bench step: device {cfg['device']}, work {cfg['work_us']} us/step"
                  + (f" ({cfg['calibration']})" if cfg.get("calibration") else "")
                  + f", barrier {cfg['barrier']}, {cfg['steps']} steps x {cfg['runs']} runs per cell")
-    lines.append(f"# machine: {result['machine'].get('label') or ''} loadavg start "
-                 f"{result['machine'].get('loadavg_start')}, end {result['machine'].get('loadavg_end')}")
+    lines.append(f"# machine: {result['machine'].get('label') or '-'}, {result['machine'].get('logical_cpus')} "
+                 f"CPUs, load average at start {_load(result['machine'].get('loadavg_start'))}, "
+                 f"at end {_load(result['machine'].get('loadavg_end'))}")
     head = (f"{'TP':>3} {'setting':<15} {'queue':<16} {'steps':>6} {'step p50':>9} {'p99':>8} "
             f"{'steps/s':>8} {'slowest p50':>11} {'p99':>8} {'bcast%':>6} {'spread%':>7} "
             f"{'cpu s/1k: eng':>13} {'ranks':>6}")
@@ -217,8 +222,9 @@ def format_markdown(result: dict) -> str:
     cfg = result["config"]
     out = [f"## rdmaq bench step ({cfg['device']}, work {cfg['work_us']} us/step, barrier "
            f"{cfg['barrier']}, {cfg['steps']} steps x {cfg['runs']} runs)", "",
-           f"Machine: {result['machine'].get('label') or '-'}, load average at start "
-           f"{result['machine'].get('loadavg_start')}.", "",
+           f"Machine: {result['machine'].get('label') or '-'}, {result['machine'].get('logical_cpus')} CPUs, "
+           f"load average at start {_load(result['machine'].get('loadavg_start'))}, at end "
+           f"{_load(result['machine'].get('loadavg_end'))}.", "",
            "| TP | setting | queue | steps | step p50 µs | step p99 µs | steps/s | slowest reader p50 µs "
            "| p99 µs | spread share | last count per rank | CPU s/1k steps engine | ranks |",
            "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
