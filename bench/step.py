@@ -192,6 +192,22 @@ def _stop(procs) -> None:
             c.join(5)
 
 
+def _other_errors(peers, wait_s=1.0) -> list[str]:
+    """The errors the other processes reported, within ``wait_s``, after a first one."""
+    out = []
+    deadline = time.monotonic() + wait_s
+    for p in peers:
+        try:
+            while p.conn.poll(max(0.0, deadline - time.monotonic())):
+                msg = p.conn.recv()
+                if msg[0] == "error":
+                    out.append(f"{p.name} failed: {msg[1].strip().splitlines()[-1]}")
+                    break
+        except (EOFError, OSError):
+            continue
+    return out
+
+
 def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, progress):
     """One queue at one TP: start engine and ranks, run ``order`` [(setting, run)], stop.
     Returns (cell dict for the JSON, [(setting, run, raw records)] for pooling)."""
@@ -260,7 +276,8 @@ def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, pro
             p.process.join(30)
         budget.setups.append(cell["setup_s"] + time.monotonic() - t_stop)
     except CellError as e:
-        cell["error"] = str(e)
+        # one failure takes its peers down (a queue's peer closed...): say what each reported
+        cell["error"] = "\n".join([str(e)] + _other_errors(peers))
     except Exception as e:  # a harness bug must not lose the other cells' results
         import traceback
 

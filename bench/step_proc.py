@@ -118,20 +118,21 @@ class GpuWork:
 
     def calibrate(self, work_ns: int) -> dict:
         """How many matmuls make ``work_ns`` on this GPU, measured alone (the other ranks wait)."""
-        self.count = 1
-        for _ in range(5):
-            self()
         mono, n = time.monotonic_ns, 20
-        t = mono()
-        for _ in range(n):
-            self()
-        per_ns = (mono() - t) / n
-        self.count = max(1, round(work_ns / per_ns))
-        t = mono()
-        for _ in range(n):
-            self()
+
+        def mean_ns(count):
+            self.count = count
+            self()  # warm
+            t = mono()
+            for _ in range(n):
+                self()
+            return (mono() - t) / n
+        # chains of 1 and 11: their difference is the matmuls' own time, without the synchronize
+        one = mean_ns(1)
+        per_ns = max(1.0, (mean_ns(11) - one) / 10)
+        self.count = max(1, round((work_ns - (one - per_ns)) / per_ns))
         return {"matmuls": self.count, "matmul_size": self.SIZE, "dtype": "bfloat16",
-                "matmul_us": per_ns / 1e3, "work_us": (mono() - t) / n / 1e3,
+                "matmul_us": per_ns / 1e3, "work_us": mean_ns(self.count) / 1e3,
                 "gpu": self.torch.cuda.get_device_name()}
 
 

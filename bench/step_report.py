@@ -166,6 +166,12 @@ def _f(v, fmt="{:.0f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def _calibration(cfg) -> str:
+    cal = cfg.get("calibration")
+    return (" ({matmuls} bf16 {matmul_size}² matmuls, {work_us:.0f} µs on {gpu} alone)".format(**cal)
+            if cal else "")
+
+
 def _load(avg) -> str:
     return "-" if not avg else " ".join(f"{v:.2f}" for v in avg)
 
@@ -174,7 +180,7 @@ def format_tables(result: dict) -> str:
     lines = []
     cfg = result["config"]
     lines.append(f"# rdmaq bench step: device {cfg['device']}, work {cfg['work_us']} us/step"
-                 + (f" ({cfg['calibration']})" if cfg.get("calibration") else "")
+                 + _calibration(cfg)
                  + f", barrier {cfg['barrier']}, {cfg['steps']} steps x {cfg['runs']} runs per cell")
     lines.append(f"# machine: {result['machine'].get('label') or '-'}, {result['machine'].get('logical_cpus')} "
                  f"CPUs, load average at start {_load(result['machine'].get('loadavg_start'))}, "
@@ -220,7 +226,7 @@ def format_tables(result: dict) -> str:
 
 def format_markdown(result: dict) -> str:
     cfg = result["config"]
-    out = [f"## rdmaq bench step ({cfg['device']}, work {cfg['work_us']} us/step, barrier "
+    out = [f"## rdmaq bench step ({cfg['device']}, work {cfg['work_us']} us/step{_calibration(cfg)}, barrier "
            f"{cfg['barrier']}, {cfg['steps']} steps x {cfg['runs']} runs)", "",
            f"Machine: {result['machine'].get('label') or '-'}, {result['machine'].get('logical_cpus')} CPUs, "
            f"load average at start {_load(result['machine'].get('loadavg_start'))}, at end "

@@ -6,7 +6,12 @@ reader is one rank), and every figure must be there, finite and non-negative.
 import importlib.util
 import json
 import math
+import os
+import subprocess
+import sys
+import types
 from array import array
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +201,63 @@ def test_subruns_that_cannot_fit_the_deadline_are_left_out(tmp_path, capsys):
     assert data["skipped_subruns"] == 2 and data["groups"] == [] and data["cells"][0]["error"] is None
     err = capsys.readouterr().err
     assert "2 sub-run(s) left out" in err and "nothing was measured" in err
+
+
+FAKE_TORCH = Path(__file__).resolve().parent / "faketorch"
+
+
+class _VirtualClock:
+    """time for step_proc: a matmul takes 30 µs and a synchronize 20 µs of this clock."""
+
+    def __init__(self):
+        self.ns = 0
+
+    def monotonic_ns(self):
+        return self.ns
+
+
+def test_gpu_work_is_calibrated_without_the_synchronize(monkeypatch):
+    from rdmaq.bench import step_proc
+
+    clock = _VirtualClock()
+    fake = types.ModuleType("torch")
+    fake.bfloat16 = "bfloat16"
+    fake.Generator = lambda device: types.SimpleNamespace(manual_seed=lambda s: None)
+    fake.randn = lambda *a, **k: object()
+    fake.empty_like = lambda x: x
+
+    def mm(a, b, out=None):
+        clock.ns += 30_000
+
+    def synchronize():
+        clock.ns += 20_000
+    fake.mm = mm
+    fake.cuda = types.SimpleNamespace(init=lambda: None, synchronize=synchronize,
+                                      get_device_name=lambda: "virtual")
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(step_proc, "time", clock)
+    work = step_proc.GpuWork()
+    cal = work.calibrate(300_000)
+    # (300 µs - the 20 µs synchronize) / 30 µs per matmul = 9.33 -> 9 matmuls, 290 µs
+    assert cal["matmuls"] == work.count == 9
+    assert cal["matmul_us"] == pytest.approx(30.0) and cal["work_us"] == pytest.approx(290.0)
+
+
+def test_cuda_run_calibrates_once_and_runs_every_step(tmp_path):
+    """--device cuda end to end against a stand-in torch (tests/bench/faketorch) whose matmul is
+    a timed spin: rank 0 calibrates, every rank runs that many matmuls a step."""
+    out = tmp_path / "g.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(FAKE_TORCH), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-m", "rdmaq.cli", "bench", "step", "--device", "cuda", "--tp", "2",
+                        "--queues", "rdmaq-shm", "--steps", "20", "--warmup", "2", "--runs", "1",
+                        "--settings", "idle", "--work-us", "200", "--json", str(out)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    cal = data["config"]["calibration"]
+    assert cal["gpu"] == "fake GPU" and cal["matmuls"] >= 1 and cal["matmul_size"] == 2048
+    cell, = data["cells"]
+    assert cell["error"] is None and cell["calibration"] == cal
+    fig = cell["subruns"][0]["figures"]
+    assert fig["errors"] == []
+    _check_figures(fig, 20, 2)
