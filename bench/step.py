@@ -41,7 +41,11 @@ SETUP_GUESS_S = {"cpu": 10.0, "cuda": 30.0}  # a cell's start and stop, before o
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog=PROG, description=(__doc__ or "").split("\n\n")[0].split(": ", 1)[1])
+    p = ArgumentParser(prog=PROG, description=(
+        "Barrier amplification of a TP serving step on one machine: an engine broadcasts each step "
+        "to TP rank processes through the queue under test, the ranks work, meet at a barrier, and "
+        "rank 0 replies. Per queue, TP and setting: step time, the slowest reader's broadcast delay, "
+        "per rank how often it was the last and the step share spent waiting for it, CPU per 1000 steps."))
     p.add_argument("--tp", default="4,8", help="TP sizes (rank processes), e.g. 2,4,8 (default %(default)s)")
     p.add_argument("--queues", default=DEFAULT_QUEUES,
                    help=f"comma list from {', '.join(ADAPTERS)}, QUEUE@NAME=VALUE for a variant "
