@@ -240,6 +240,7 @@ def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, pro
             p.process.start()
         got = _expect(peers, "imported", 600)
         step_handle, resp_handle = got[0][2], got[1][2]
+        cell["engine_cpus"] = got[0][3]  # where --server-cpus put it
         for r in ranks:
             r.conn.send(("handles", step_handle))
         engine.conn.send(("handles", resp_handle))

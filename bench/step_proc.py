@@ -144,7 +144,7 @@ def engine_main(conn, adapter, tp, cpus) -> None:
         adapter.apply_env()
         adapter.prepare()
         w, handle = adapter.create_writer(tp)
-        conn.send(("imported", os.getpid(), pickle.dumps(handle)))
+        conn.send(("imported", os.getpid(), pickle.dumps(handle), sorted(os.sched_getaffinity(0))))
         cmd = conn.recv()
         assert cmd[0] == "handles", cmd
         resp = adapter.open_reader(pickle.loads(cmd[1]), 0)

@@ -135,13 +135,17 @@ def test_cpu_run_accounts_for_every_step(tmp_path, capsys):
 
 
 def test_a_capped_subrun_still_accounts_for_every_step(tmp_path):
-    """The engine stops at the time cap: every rank has done exactly the steps it sent."""
+    """The engine stops at the time cap: every rank has done exactly the steps it sent (all of
+    them on one CPU, --server-cpus 1)."""
     out = tmp_path / "s.json"
     rc = cli.main(["step", "--tp", "2", "--queues", "rdmaq-shm", "--steps", "100000000", "--warmup", "0",
                    "--runs", "1", "--settings", "idle", "--work-us", "0", "--time-cap", "0.2",
-                   "--json", str(out)])
+                   "--server-cpus", "1", "--json", str(out)])
     assert rc == 0
-    sub, = json.loads(out.read_text())["cells"][0]["subruns"]
+    cell, = json.loads(out.read_text())["cells"]
+    first = min(os.sched_getaffinity(0))
+    assert cell["engine_cpus"] == [first]  # --server-cpus 1: the first allowed CPU alone
+    sub, = cell["subruns"]
     fig = sub["figures"]
     assert fig["errors"] == [] and 0 < fig["steps"] < 100000000
     _check_figures(fig, fig["steps"], 2)
