@@ -265,3 +265,27 @@ def test_cuda_run_calibrates_once_and_runs_every_step(tmp_path):
     fig = cell["subruns"][0]["figures"]
     assert fig["errors"] == []
     _check_figures(fig, 20, 2)
+
+
+def _vllm_installed():
+    """vLLM itself, not tests/vllm seen as a namespace package from the tests directory."""
+    spec = importlib.util.find_spec("vllm")
+    return spec is not None and spec.origin is not None
+
+
+@pytest.mark.skipif(not _vllm_installed(),
+                    reason="missing dependency: vllm (tests/bench/ci.sh installs it --no-deps)")
+@pytest.mark.timeout(240)  # each cell imports vLLM and torch in three processes
+def test_cpu_run_with_vllms_queues(tmp_path):
+    """vLLM's MessageQueue both ways: the step broadcast (2 readers) and rank 0's reply (1)."""
+    out = tmp_path / "v.json"
+    rc = cli.main(["step", "--tp", "2", "--queues", "rdmaq-shm,vllm", "--steps", "20", "--warmup", "2",
+                   "--runs", "1", "--settings", "idle", "--work-us", "50", "--json", str(out)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert data["skipped"] == {}
+    for cell in data["cells"]:
+        assert cell["error"] is None, cell["error"]
+        _check_figures(cell["subruns"][0]["figures"], 20, 2)
+    ratio, = data["ratios"]
+    assert ratio["queue"] == "rdmaq-shm" and ratio["step_p50"] > 0
