@@ -95,6 +95,8 @@ def figures(raw: dict) -> dict:
             "rank": r,
             "bcast_p50_us": _p(delay[r], 50), "bcast_p99_us": _p(delay[r], 99),
             "last_count": int(mine.sum()),
+            # its delay on the steps it was the last: how late the step's slowest reader was
+            "last_bcast_p50_us": _p(delay[r][mine], 50), "last_bcast_p99_us": _p(delay[r][mine], 99),
             "wait_share": float(spread[mine].sum()) / total_step if total_step > 0 else None,
             "work_p50_us": _p(work[r], 50),
             "barrier_wait_p50_us": _p(barrier_wait[r], 50),
@@ -202,7 +204,8 @@ def format_tables(result: dict) -> str:
             + ("  ERRORS" if g.get("errors") else ""))
         for r in f.get("per_rank", []):
             lines.append(f"{'':>3}   rank {r['rank']}: bcast p50 {_f(r['bcast_p50_us'], '{:.1f}')} "
-                         f"p99 {_f(r['bcast_p99_us'], '{:.1f}')} us, last {r['last_count']}x, "
+                         f"p99 {_f(r['bcast_p99_us'], '{:.1f}')} us, last {r['last_count']}x (then p50 "
+                         f"{_f(r['last_bcast_p50_us'], '{:.1f}')} p99 {_f(r['last_bcast_p99_us'], '{:.1f}')} us), "
                          f"step share waiting for it {_f(r['wait_share'] and 100 * r['wait_share'], '{:.1f}')}%, "
                          f"barrier wait p50 {_f(r['barrier_wait_p50_us'], '{:.1f}')} us, "
                          f"cpu {_f(r['cpu_s_per_1000_steps'], '{:.2f}')} s/1k")

@@ -17,7 +17,8 @@ import pytest
 
 from rdmaq.bench import cli, step_report
 
-PER_RANK_KEYS = {"rank", "bcast_p50_us", "bcast_p99_us", "last_count", "wait_share", "work_p50_us",
+PER_RANK_KEYS = {"rank", "bcast_p50_us", "bcast_p99_us", "last_count", "last_bcast_p50_us",
+                 "last_bcast_p99_us", "wait_share", "work_p50_us",
                  "barrier_wait_p50_us", "cpu_s_per_1000_steps"}
 FIGURE_KEYS = {"steps", "step_time", "throughput_steps_per_s", "bcast_slowest", "bcast_all", "spread",
                "bcast_share", "spread_share", "negative_delays", "per_rank", "cpu_s_per_1000_steps"}
@@ -41,6 +42,8 @@ def test_the_slowest_reader_of_each_step_is_charged_the_spread():
     fig, _ = step_report.subrun_figures(engine, ranks)
     assert fig["errors"] == [] and fig["steps"] == 2
     assert [r["last_count"] for r in fig["per_rank"]] == [1, 1]
+    # rank 0 was last on step 1 (500 ns late), rank 1 on step 0 (300 ns)
+    assert [r["last_bcast_p50_us"] for r in fig["per_rank"]] == [0.5, 0.3]
     assert fig["bcast_slowest"]["min_us"] == 0.3 and fig["bcast_slowest"]["max_us"] == 0.5
     # step times 2000 + 3000 ns; the first rank waited 400 ns for rank 0 and 200 ns for rank 1
     assert fig["per_rank"][0]["wait_share"] == pytest.approx(400 / 5000)
