@@ -22,11 +22,15 @@
  *    preempts whatever runs instead of queueing behind it; when the next
  *    message is far, settle the scheduler lag first (rdmaq_wait_settle).
  *
- * 0. Policy "auto" (free_spin_ns): while spinning costs nobody a CPU (the
- *    thread waited for none lately, busy.h) and the writer's rhythm says
- *    the next message can come within free_spin_ns, spin for it instead of
- *    (1): a nap's wake-up on an idle vCPU is what a spinning reader never
- *    pays.  Contended, or with no message due, it waits as policy
+ * 0. Policy "auto" (free_spin_ns): while the writer's rhythm says the next
+ *    message can come within free_spin_ns, spin for it instead of (1): a
+ *    nap's wake-up on an idle vCPU is what a spinning reader never pays.
+ *    It spins on a contended CPU too, through preemptions, as vLLM's
+ *    readers do: measured serving on a GPU under CPU hogs, blocking there
+ *    (and being woken behind the hogs, or preempting the server's own
+ *    threads) cost 1.3-2x the time per output token of spinning
+ *    (docs/benchmarks.md); RDMAQ_FREE_SPIN_BUSY=0 keeps the free spin to
+ *    uncontended CPUs (busy.h).  With no message due it waits as policy
  *    "efficient" (1-3) does.
  *
  * A spin that loses its CPU (a gap in the clock) stops spinning: under
@@ -83,6 +87,7 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 		.spin_ns = spin_ns,
 		.anticipate = true,
 		.settle_far_ns = RDMAQ_SETTLE_FAR_NS,
+		.free_spin_busy = true,
 		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
 		.stats = stats,
 	};
@@ -138,11 +143,13 @@ static int env_ll(const char *name, long long *n)
  * next message cannot come within N µs (default 3000; 0: never);
  * RDMAQ_BUSY_SPIN_US=N, under evaluation,
  * spins up to N µs (at most 1 s) before blocking when the CPUs are
- * oversubscribed, where a wait otherwise blocks at once (default 0).
+ * oversubscribed, where a wait otherwise blocks at once (default 0);
+ * RDMAQ_FREE_SPIN_BUSY=0|1 (default 1): policy "auto" spins for a message
+ * that is due also on a contended CPU.
  */
 int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
 {
-	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, busy_us = 0, free_busy = 0;
+	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, busy_us = 0, free_busy = 1;
 	int ret = env_ll("RDMAQ_SETTLE_FAR_US", &far_us);
 
 	if (!ret)
