@@ -49,6 +49,7 @@ struct rdmaq_cadence {
 	uint32_t skip;	  /* messages left with anticipation off */
 	uint32_t backoff; /* skip after the next preempted spin */
 	uint32_t clean;	  /* windows since the last preempted one */
+	bool lost;	  /* the window under way lost its CPU (maybe in its nap): not clean */
 };
 
 /* Where the next message is expected, in this reader's clock. */
@@ -89,6 +90,7 @@ int64_t rdmaq_cadence_margin(const struct rdmaq_cadence *c);
  * windows through is not probed every few messages.
  */
 void rdmaq_cadence_preempted(struct rdmaq_cadence *c);
+/* A window met its message without losing its CPU, in its nap or its spin. */
 void rdmaq_cadence_clean(struct rdmaq_cadence *c);
 
 #endif

@@ -311,6 +311,8 @@ static int rdmaq_block_once(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *a
 	wt->ops->finish(wt->ep);
 	if (ret < 0)
 		return ret;
+	if (ret > 0)
+		wt->stats->expired++;
 	return cond(arg);
 }
 

@@ -22,7 +22,8 @@
 /*
  * How an endpoint blocks.  prepare() announces the sleep (so peers know to
  * wake us), the caller re-checks its condition, then block() sleeps until a
- * wake-up, the timeout or an interrupt; finish() retracts the announcement.
+ * wake-up (0), the timeout (1) or an interrupt (<0); finish() retracts the
+ * announcement.
  * check_peer() reports a dead peer as -EOWNERDEAD with rdmaq_errmsg() set.
  */
 struct rdmaq_wait_ops {

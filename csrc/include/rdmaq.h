@@ -66,6 +66,7 @@ struct rdmaq_stats {
 	uint64_t naps;	    /* timed sleeps until a predicted window */
 	uint64_t sleeps;    /* blocks in the kernel until woken */
 	uint64_t woken;	    /* blocks that ended with what they waited for */
+	uint64_t expired;   /* blocks that ended when their time ran out, not by a wake-up */
 	uint64_t wakeups;   /* peers this endpoint woke */
 	uint64_t credits;   /* credit updates sent (reader) or stalls on credit (writer) */
 	uint64_t busy;	    /* waits that did not spin: more runnable tasks than CPUs */
