@@ -12,6 +12,10 @@
 #                                       SWEEP=ab resumes the A/B instead
 #   bench/gpu/device.sh ab              the A/B of rdmaq's waiting under CPU hogs (docs/benchmarks.md:
 #                                       AB_QUEUES, AB_SETTINGS), servers kept, like sweep
+#   bench/gpu/device.sh container       the servers confined as in a container: --server-cpus
+#                                       $SERVER_CPUS (4), --server-quota $SERVER_QUOTA (4),
+#                                       settings idle,hogs,hogs-ingroup (CONTAINER_SETTINGS),
+#                                       servers kept, like sweep (SWEEP=container resumes it)
 #   bench/gpu/device.sh restore FILE    a sweep's last part brought back (sweep-partN.tgz, carried
 #                                       in the repository copy) into $DEST/sweep, for `resume` on
 #                                       a new machine (new servers are started)
@@ -19,7 +23,8 @@
 #
 # Results are written under $DEST (outside the repository copy: kept between calls while the
 # machine is held) and each step copies them into $OUT (at most 8 files; the tool brings them
-# back). Exit status: the step's (rdmaq bench serve: 3 = runs left for `resume`).
+# back). Exit status: the step's (rdmaq bench serve: 3 = runs left for `resume`). SERVE_ARGS:
+# more `rdmaq bench serve` arguments for every step (as the step's own extra arguments are).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -53,7 +58,8 @@ pack() {  # pack DIR NAME
 
 bench() {  # bench ARGS...: rdmaq bench serve from the payload (not the source tree's rdmaq/)
   # a SIGTERM before the call's end: the harness stops (servers kept) and the step still packs
-  (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench serve "$@")
+  # shellcheck disable=SC2086  # SERVE_ARGS: words on purpose
+  (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench serve "$@" ${SERVE_ARGS:-})
 }
 
 parts() {  # the parts a sweep directory's results.json records
@@ -102,6 +108,14 @@ case $step in
       --settings "${AB_SETTINGS:-hogs,hogs-sessions}" --num-prompts 64 --gpu-memory-utilization 0.15 \
       --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
     rc=$?; pack "$DEST/ab" "ab-part$(parts "$DEST/ab")"; exit $rc ;;
+  container)
+    payload_env
+    rm -rf "$DEST/container"
+    bench --device cuda --model "$DEST/models/llama-3.2-1b" --out "$DEST/container" \
+      --server-cpus "${SERVER_CPUS:-4}" --server-quota "${SERVER_QUOTA:-4}" \
+      --settings "${CONTAINER_SETTINGS:-idle,hogs,hogs-ingroup}" --num-prompts 64 \
+      --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
+    rc=$?; pack "$DEST/container" "container-part$(parts "$DEST/container")"; exit $rc ;;
   resume)
     payload_env
     dir=$DEST/${SWEEP:-sweep}
