@@ -657,6 +657,8 @@ class Sweep:
         result["parts"].append(self.part)
         self.conf = confinement_of(self.cfg, result.get("confinement"))
         result["confinement"] = self.conf.record()
+        if self.conf.client_cpus:  # the harness is the client's side: off the server's CPUs
+            os.sched_setaffinity(0, self.conf.client_cpus)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -910,7 +912,8 @@ def _run_line(rec: dict, elapsed: float) -> str:
     share = run_value(rec, "queue_share")
     return (f"{head}: TPOT p50 {m['tpot_p50_ms']:.2f} p99 {m['tpot_p99_ms']:.2f} ms, "
             f"ITL p99 {m['itl_p99_ms']:.2f} ms, TTFT p50 {m['ttft_p50_ms']:.1f} ms, "
-            f"{m['output_tok_s']:.0f} tok/s, workers {rec['worker_cpu_s']:.1f} CPU s, "
+            f"{m['output_tok_s']:.0f} tok/s, workers {rec['worker_cpu_s']:.1f} CPU s, server "
+            f"{rec.get('server_cpu_s_per_1k_tok', float('nan')):.2f} CPU s per 1k tok, "
             f"others {rec['idle_server_cpu_s']:.2f} CPU s, "
             f"queue {'-' if share is None else f'{100 * share:.1f}%'}, "
             f"load {rec['loadavg_after'][0]:.2f} ({elapsed:.0f} s)")

@@ -388,7 +388,7 @@ def plot(result: dict, path: str) -> None:
     where = (f"{m.get('cpus_allowed')} CPUs" if cfg.get("device", "cpu") == "cpu"
              else f"{(m.get('gpus') or ['GPU'])[0].split(',')[0]}, {m.get('cpus_allowed')} CPUs")
     fig.suptitle(f"vllm serve -tp {cfg.get('tp', 2)} ({m.get('versions', {}).get('vllm')}), {where}, "
-                 f"load {load} (start/end): median of {cfg['runs']} runs, bars min–max", fontsize=11)
+                 f"load {load} (start/end): median of {_runs_desc(cfg)}, bars min–max", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
