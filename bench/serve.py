@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the vLLM build's device (default: cuda where torch sees a GPU)")
     p.add_argument("--model", default=None,
                    help="model directory (default: a random-weight Llama of --model-shape made in "
-                        "OUT/model by tests/vllm/make_tiny_llama.py of this source tree)")
+                        "OUT/model by rdmaq.bench.tiny_llama)")
     p.add_argument("--model-shape", choices=["tiny", "llama-3.2-1b"], default=None,
                    help="the model made when --model is not given (cpu: tiny, cuda: llama-3.2-1b)")
     p.add_argument("--vllm", default=None, help="the vllm CLI (default: beside this Python, else PATH)")
@@ -251,15 +251,12 @@ def find_vllm(explicit: str | None) -> str:
 
 
 def make_model(out: Path, shape: str = "tiny", device: str = "cpu") -> Path:
-    """A random-weight Llama of tests/vllm/make_tiny_llama.py (needs a source checkout)."""
+    """A random-weight Llama of rdmaq.bench.tiny_llama (in a process of its own: torch's import
+    stays out of the harness)."""
     model = out / "model"
     if (model / "config.json").exists():
         return model
-    script = Path(__file__).resolve().parent.parent / "tests" / "vllm" / "make_tiny_llama.py"
-    if not script.exists():
-        raise SystemExit("rdmaq bench serve: tests/vllm/make_tiny_llama.py not found (installed "
-                         "without a source tree); make a model with it and give --model DIR")
-    r = subprocess.run([sys.executable, str(script), str(model), "--shape", shape,
+    r = subprocess.run([sys.executable, "-m", "rdmaq.bench.tiny_llama", str(model), "--shape", shape,
                         "--device", device], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"rdmaq bench serve: making the model failed:\n{r.stderr[-3000:]}")

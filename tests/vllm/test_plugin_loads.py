@@ -16,7 +16,8 @@ import pytest
 
 import rdmaq
 
-tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+if sys.version_info < (3, 11):
+    pytest.skip("reads pyproject.toml with tomllib, Python 3.11's", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_VLLM = ROOT / "tests" / "bench" / "fakevllm"
