@@ -40,7 +40,8 @@ from typing import Any
 from rdmaq.cli import ArgumentParser, fail, missing_package
 
 from . import machine, serve_attack, serve_plan
-from .cli import check_plot_format
+from .output import check_plot_format
+from .output import write_json as _write_json
 from .queues import parse_variant
 from .serve_client import BenchClient
 from .serve_confine import Confinement, make_cgroup, remove_cgroup, split_cpus
@@ -532,13 +533,6 @@ def cpu_per_tokens(cpu_s: dict[str, float], raw: dict) -> dict:
     if tokens:
         out["server_cpu_s_per_1k_tok"] = round(1000 * total / tokens, 4)
     return out
-
-
-def _write_json(path: Path, obj) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
 
 
 def _rdmaq_stats(stats_dir: Path) -> list[dict]:

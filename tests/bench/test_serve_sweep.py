@@ -369,3 +369,11 @@ def test_the_harness_makes_its_model_without_a_source_tree(tmp_path):
         pytest.importorskip(dep, reason="making a model needs vLLM's dependencies")
     model = serve.make_model(tmp_path, "tiny", "cpu")
     assert json.loads((model / "config.json").read_text())["num_hidden_layers"] == 2
+
+
+def test_the_serving_harness_does_not_import_the_micro_benchmarks_cli():
+    """bench/serve.py and bench/cli.py share their output helpers through bench/output.py,
+    not through each other (cli.py runs serve.py's main for `rdmaq bench serve`)."""
+    code = "import sys, rdmaq.bench.serve; print(sorted(m for m in sys.modules if m.startswith('rdmaq.bench.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "rdmaq.bench.output" in out and "rdmaq.bench.cli" not in out
