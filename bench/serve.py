@@ -44,7 +44,7 @@ from .output import check_plot_format
 from .output import write_json as _write_json
 from .queues import parse_variant
 from .serve_client import BenchClient
-from .serve_confine import Confinement, make_cgroup, remove_cgroup, split_cpus
+from .serve_confine import Confinement, make_cgroup, remove_cgroup, set_quota, split_cpus
 from .serve_plan import (
     base_queue,
     order_for,  # noqa: F401  (the run order, tested through this module)
@@ -603,7 +603,8 @@ def confinement_of(cfg: dict, previous: dict | None) -> Confinement:
             conf.server_cpus, conf.client_cpus = split_cpus(cfg["server_cpus"], allowed)
     if conf.quota_cpus is not None and (conf.cgroup or not conf.quota_skipped):
         name = Path(conf.cgroup).name if conf.cgroup else f"rdmaq-serve-{os.getpid()}"
-        conf.cgroup, conf.quota_skipped = make_cgroup(name, conf.quota_cpus)
+        # no limit while the servers start: start_servers sets the quota once they are up
+        conf.cgroup, conf.quota_skipped = make_cgroup(name, None)
         if conf.quota_skipped:
             _log(f"--server-quota {conf.quota_cpus:g}: skipped: {conf.quota_skipped}")
     return conf
@@ -711,7 +712,13 @@ class Sweep:
             _log(f"  {srv.name} healthy after {srv.startup_s:.0f} s")
         for q, srv in self.servers.items():
             self.result["servers"][q]["spinloop"] = check_spinloop(q, srv, self._dirs(q)[0])
-
+        if self.conf.cgroup:
+            try:
+                set_quota(self.conf.cgroup, self.conf.quota_cpus)
+                _log(f"servers up: {self.conf.describe()}")
+            except OSError as e:
+                raise ServerError(f"--server-quota: setting {self.conf.cgroup}/cpu.max "
+                                  f"failed: {e.strerror or e}") from e
     def run_all(self) -> bool:
         """The runs left, while they fit before the deadline; -> whether none is left."""
         cfg = self.cfg

@@ -9,7 +9,9 @@ Two ways a container limits CPU, each as the benchmark sets it up:
   attackers as their first statement.
 * a CPU quota (``--server-quota CPUS``): a cgroup v2 group with ``cpu.max`` = CPUS periods of
   100 ms per 100 ms, the servers in it (``prefix()`` moves the process in before the exec, so
-  every child is born there), and the in-group attackers. Only where this process may make
+  every child is born there), and the in-group attackers. The servers share the group (the
+  idle ones block; each run records their CPU time); its quota is set once they are up, so
+  that starting them (imports, CUDA graph capture) is not throttled. Only where this process may make
   one: cgroup v2 mounted at /sys/fs/cgroup with the cpu controller given to its children, and
   write access (root); elsewhere the sweep goes on without it and says why.
 """
@@ -128,9 +130,10 @@ def cgroup_unusable(root: Path = CGROUP_ROOT) -> str | None:
     return None
 
 
-def make_cgroup(name: str, cpus: float, root: Path = CGROUP_ROOT) -> tuple[str | None, str | None]:
-    """A group ``root/name`` with ``cpu.max`` for ``cpus`` CPUs: (its path, None), or (None, why
-    not). An existing one (a part of the sweep before) gets the quota again."""
+def make_cgroup(name: str, cpus: float | None, root: Path = CGROUP_ROOT
+                ) -> tuple[str | None, str | None]:
+    """A group ``root/name`` with ``cpu.max`` for ``cpus`` CPUs (None: no limit yet): (its path,
+    None), or (None, why not). An existing one (a part of the sweep before) is reused."""
     why = cgroup_unusable(root)
     if why:
         return None, why
@@ -140,7 +143,7 @@ def make_cgroup(name: str, cpus: float, root: Path = CGROUP_ROOT) -> tuple[str |
         if "cpu" not in subtree:
             (root / "cgroup.subtree_control").write_text("+cpu")
         path.mkdir(exist_ok=True)
-        (path / "cpu.max").write_text(quota_line(cpus))
+        set_quota(str(path), cpus)
     except OSError as e:
         try:
             path.rmdir()
@@ -148,6 +151,11 @@ def make_cgroup(name: str, cpus: float, root: Path = CGROUP_ROOT) -> tuple[str |
             pass
         return None, f"making {path} with cpu.max failed: {e.strerror or e}"
     return str(path), None
+
+
+def set_quota(path: str, cpus: float | None) -> None:
+    """The group's cpu.max: ``cpus`` CPUs' worth per period, or no limit."""
+    (Path(path) / "cpu.max").write_text(quota_line(cpus) if cpus is not None else f"max {PERIOD_US}")
 
 
 def remove_cgroup(path: str | None) -> str | None:

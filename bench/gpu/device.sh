@@ -12,10 +12,12 @@
 #                                       SWEEP=ab resumes the A/B instead
 #   bench/gpu/device.sh ab              the A/B of rdmaq's waiting under CPU hogs (docs/benchmarks.md:
 #                                       AB_QUEUES, AB_SETTINGS), servers kept, like sweep
-#   bench/gpu/device.sh container       the servers confined as in a container: --server-cpus
-#                                       $SERVER_CPUS (4), --server-quota $SERVER_QUOTA (4),
-#                                       settings idle,hogs,hogs-ingroup (CONTAINER_SETTINGS),
-#                                       servers kept, like sweep (SWEEP=container resumes it)
+#   bench/gpu/device.sh cpuset          the servers confined as in a container, on a cpuset:
+#                                       --server-cpus $SERVER_CPUS (4), settings idle, hogs,
+#                                       hogs-ingroup (CONTAINER_SETTINGS), servers kept, like
+#                                       sweep (SWEEP=cpuset resumes it)
+#   bench/gpu/device.sh quota           the same with a CPU quota instead: --server-quota
+#                                       $SERVER_QUOTA (4; cgroup v2, root), SWEEP=quota
 #   bench/gpu/device.sh restore FILE    a sweep's last part brought back (sweep-partN.tgz, carried
 #                                       in the repository copy) into $DEST/sweep, for `resume` on
 #                                       a new machine (new servers are started)
@@ -108,14 +110,15 @@ case $step in
       --settings "${AB_SETTINGS:-hogs,hogs-sessions}" --num-prompts 64 --gpu-memory-utilization 0.15 \
       --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
     rc=$?; pack "$DEST/ab" "ab-part$(parts "$DEST/ab")"; exit $rc ;;
-  container)
+  cpuset|quota)
     payload_env
-    rm -rf "$DEST/container"
-    bench --device cuda --model "$DEST/models/llama-3.2-1b" --out "$DEST/container" \
-      --server-cpus "${SERVER_CPUS:-4}" --server-quota "${SERVER_QUOTA:-4}" \
+    if [ "$step" = cpuset ]; then confine=(--server-cpus "${SERVER_CPUS:-4}")
+    else confine=(--server-quota "${SERVER_QUOTA:-4}"); fi
+    rm -rf "${DEST:?}/$step"
+    bench --device cuda --model "$DEST/models/llama-3.2-1b" --out "$DEST/$step" "${confine[@]}" \
       --settings "${CONTAINER_SETTINGS:-idle,hogs,hogs-ingroup}" --num-prompts 64 \
       --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
-    rc=$?; pack "$DEST/container" "container-part$(parts "$DEST/container")"; exit $rc ;;
+    rc=$?; pack "$DEST/$step" "$step-part$(parts "$DEST/$step")"; exit $rc ;;
   resume)
     payload_env
     dir=$DEST/${SWEEP:-sweep}

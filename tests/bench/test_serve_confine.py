@@ -117,8 +117,10 @@ def test_the_quota_group_is_skipped_with_a_reason_where_none_can_be_made(tmp_pat
 def test_the_quota_group_gets_cpu_max_and_is_removed(tmp_path):
     (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
     (tmp_path / "cgroup.subtree_control").write_text("memory\n")
-    path, why = serve_confine.make_cgroup("rdmaq-serve-1", 1.5, tmp_path)
+    path, why = serve_confine.make_cgroup("rdmaq-serve-1", None, tmp_path)
     assert why is None and path == str(tmp_path / "rdmaq-serve-1")
+    assert (tmp_path / "rdmaq-serve-1" / "cpu.max").read_text() == "max 100000"  # servers start
+    serve_confine.set_quota(path, 1.5)  # servers up
     assert (tmp_path / "rdmaq-serve-1" / "cpu.max").read_text() == "150000 100000"
     assert (tmp_path / "cgroup.subtree_control").read_text() == "+cpu"  # given to the children
     assert serve_confine.quota_line(0.001) == "1000 100000"  # the kernel's smallest quota
