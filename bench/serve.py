@@ -719,6 +719,7 @@ class Sweep:
             except OSError as e:
                 raise ServerError(f"--server-quota: setting {self.conf.cgroup}/cpu.max "
                                   f"failed: {e.strerror or e}") from e
+
     def run_all(self) -> bool:
         """The runs left, while they fit before the deadline; -> whether none is left."""
         cfg = self.cfg
