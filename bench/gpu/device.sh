@@ -16,6 +16,12 @@
 #                                       rdmaq-shm, vllm, vllm-spinloop, idle and hogs, 3 runs,
 #                                       cut at $DEADLINE - 60 s (rebuilds rdmaq into $DEST/site
 #                                       when the setup's copy is older than this one)
+#   bench/gpu/device.sh cpuset          the servers confined as in a container, on a cpuset:
+#                                       --server-cpus $SERVER_CPUS (4), settings idle, hogs,
+#                                       hogs-ingroup (CONTAINER_SETTINGS), servers kept, like
+#                                       sweep (SWEEP=cpuset resumes it)
+#   bench/gpu/device.sh quota           the same with a CPU quota instead: --server-quota
+#                                       $SERVER_QUOTA (4; cgroup v2, root), SWEEP=quota
 #   bench/gpu/device.sh restore FILE    a sweep's last part brought back (sweep-partN.tgz, carried
 #                                       in the repository copy) into $DEST/sweep, for `resume` on
 #                                       a new machine (new servers are started)
@@ -23,7 +29,8 @@
 #
 # Results are written under $DEST (outside the repository copy: kept between calls while the
 # machine is held) and each step copies them into $OUT (at most 8 files; the tool brings them
-# back). Exit status: the step's (rdmaq bench serve: 3 = runs left for `resume`).
+# back). Exit status: the step's (rdmaq bench serve: 3 = runs left for `resume`). SERVE_ARGS:
+# more `rdmaq bench serve` arguments for every step (as the step's own extra arguments are).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -57,7 +64,8 @@ pack() {  # pack DIR NAME
 
 bench() {  # bench ARGS...: rdmaq bench serve from the payload (not the source tree's rdmaq/)
   # a SIGTERM before the call's end: the harness stops (servers kept) and the step still packs
-  (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench serve "$@")
+  # shellcheck disable=SC2086  # SERVE_ARGS: words on purpose
+  (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench serve "$@" ${SERVE_ARGS:-})
 }
 
 install_rdmaq() {  # this copy's rdmaq into $DEST/site
@@ -126,6 +134,15 @@ case $step in
        --json "$DEST/step/results.json" --markdown "$DEST/step/summary.md" \
        --label "${LABEL:-H200}" "${@:2}") 2>&1 | tee "$DEST/step/log.txt"
     rc=${PIPESTATUS[0]}; pack "$DEST/step" step; exit "$rc" ;;
+  cpuset|quota)
+    payload_env
+    if [ "$step" = cpuset ]; then confine=(--server-cpus "${SERVER_CPUS:-4}")
+    else confine=(--server-quota "${SERVER_QUOTA:-4}"); fi
+    rm -rf "${DEST:?}/$step"
+    bench --device cuda --model "$DEST/models/llama-3.2-1b" --out "$DEST/$step" "${confine[@]}" \
+      --settings "${CONTAINER_SETTINGS:-idle,hogs,hogs-ingroup}" --num-prompts 64 \
+      --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
+    rc=$?; pack "$DEST/$step" "$step-part$(parts "$DEST/$step")"; exit $rc ;;
   resume)
     payload_env
     dir=$DEST/${SWEEP:-sweep}
