@@ -25,13 +25,12 @@
  * 0. Policy "auto" (free_spin_ns): while the writer's rhythm says the next
  *    message can come within free_spin_ns, spin for it instead of (1): a
  *    nap's wake-up on an idle vCPU is what a spinning reader never pays.
- *    It spins on a contended CPU too, through preemptions, as vLLM's
- *    readers do: measured serving on a GPU under CPU hogs, blocking there
- *    (and being woken behind the hogs, or preempting the server's own
- *    threads) cost 1.3-2x the time per output token of spinning
- *    (docs/benchmarks.md); RDMAQ_FREE_SPIN_BUSY=0 keeps the free spin to
- *    uncontended CPUs (busy.h).  With no message due it waits as policy
- *    "efficient" (1-3) does.
+ *    Only while spinning costs nobody a CPU (busy.h): spinning on a
+ *    contended CPU through preemptions, as vLLM's readers do
+ *    (RDMAQ_FREE_SPIN_BUSY=1, under evaluation), gained serving on a GPU
+ *    under CPU hogs and cost tens of milliseconds where eight readers
+ *    shared two CPUs (docs/benchmarks.md).  With no message due, or a
+ *    contended CPU, it waits as policy "efficient" (1-3) does.
  *
  * A spin that loses its CPU (a gap in the clock) stops spinning: under
  * contention spinning only burns the slice that blocking would keep.  On a
@@ -87,7 +86,6 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 		.spin_ns = spin_ns,
 		.anticipate = true,
 		.settle_far_ns = RDMAQ_SETTLE_FAR_NS,
-		.free_spin_busy = true,
 		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
 		.stats = stats,
 	};
@@ -144,12 +142,12 @@ static int env_ll(const char *name, long long *n)
  * RDMAQ_BUSY_SPIN_US=N, under evaluation,
  * spins up to N µs (at most 1 s) before blocking when the CPUs are
  * oversubscribed, where a wait otherwise blocks at once (default 0);
- * RDMAQ_FREE_SPIN_BUSY=0|1 (default 1): policy "auto" spins for a message
- * that is due also on a contended CPU.
+ * RDMAQ_FREE_SPIN_BUSY=0|1, under evaluation (default 0): policy "auto"
+ * spins for a message that is due also on a contended CPU.
  */
 int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
 {
-	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, busy_us = 0, free_busy = 1;
+	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, busy_us = 0, free_busy = 0;
 	int ret = env_ll("RDMAQ_SETTLE_FAR_US", &far_us);
 
 	if (!ret)

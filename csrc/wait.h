@@ -60,8 +60,8 @@ struct rdmaq_waiter {
 	/* Policy "auto": spin up to this long while the CPU is not contended and the next
 	 * message can come within it, in place of napping (0: policy "efficient"). */
 	uint32_t free_spin_ns;
-	/* The free spin also on a contended CPU, through preemptions, as vLLM's readers
-	 * spin (default; RDMAQ_FREE_SPIN_BUSY=0: only where the CPU is not busy). */
+	/* Under evaluation (RDMAQ_FREE_SPIN_BUSY=1): the free spin also on a contended CPU,
+	 * through preemptions, as vLLM's readers spin. */
 	bool free_spin_busy;
 	struct rdmaq_slice slice;
 	int64_t met_ns; /* when the last wait's condition was seen to hold */

@@ -417,8 +417,8 @@ static void test_a_free_cpu_spins_for_a_message_that_is_due(void)
 		CHECK(stats.spins == 1 && stats.sleeps == 0 && wt.how == RDMAQ_HOW_SPIN);
 }
 
-/* On a busy CPU it spins for a due message too, unless RDMAQ_FREE_SPIN_BUSY=0. */
-static void test_a_busy_cpu_spins_for_a_due_message_unless_told_not_to(void)
+/* On a busy CPU it blocks, unless RDMAQ_FREE_SPIN_BUSY=1 (under evaluation) says spin. */
+static void test_a_busy_cpu_blocks_unless_told_to_spin(void)
 {
 	struct rdmaq_cadence cad;
 	struct rdmaq_waiter wt;
@@ -427,16 +427,16 @@ static void test_a_busy_cpu_spins_for_a_due_message_unless_told_not_to(void)
 	cadence_until(&cad, 1000000LL, rdmaq_now_ns());
 	cpu_busy = true;
 	one_paced_wait(&wt, &cad, 100000);
-	CHECK(stats.spins == 1 && stats.sleeps == 0);
-	setenv("RDMAQ_FREE_SPIN_BUSY", "0", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && !wt.free_spin_busy);
+	CHECK(stats.spins == 0 && stats.sleeps == 1 && stats.busy == 1);
+	setenv("RDMAQ_FREE_SPIN_BUSY", "1", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.free_spin_busy);
 	one_paced_wait(&wt, &cad, 100000);
-	CHECK(stats.spins == 1 && stats.sleeps == 1 && stats.busy == 2);
+	CHECK(stats.spins == 1 && stats.sleeps == 1);
 	setenv("RDMAQ_FREE_SPIN_BUSY", "2", 1);
 	CHECK(rdmaq_waiter_from_env(&wt) == -EINVAL);
 	CHECK(strstr(rdmaq_errmsg(), "RDMAQ_FREE_SPIN_BUSY") != NULL);
 	unsetenv("RDMAQ_FREE_SPIN_BUSY");
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.free_spin_busy);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && !wt.free_spin_busy);
 	cpu_busy = false;
 }
 
@@ -476,7 +476,7 @@ int main(void)
 	test_settles_before_blocking_only_when_the_next_message_is_far();
 	test_settling_is_on_by_default_from_3_ms();
 	test_a_free_cpu_spins_for_a_message_that_is_due();
-	test_a_busy_cpu_spins_for_a_due_message_unless_told_not_to();
+	test_a_busy_cpu_blocks_unless_told_to_spin();
 	test_only_a_message_that_is_due_is_spun_for();
 	return check_report("wait");
 }
