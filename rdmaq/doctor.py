@@ -227,6 +227,41 @@ def scheduler() -> dict[str, Any]:
     }
 
 
+def cpu_quota() -> float | None:
+    """This process's cgroup v2 CPU quota in CPUs (cpu.max), None when it has none."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            path = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
+    except OSError:
+        return None
+    if path is None:
+        return None
+    quota = sysfs.read(f"/sys/fs/cgroup{path.rstrip('/')}/cpu.max")
+    if not quota:
+        return None
+    parts = quota.split()
+    if len(parts) != 2 or parts[0] == "max":
+        return None
+    try:
+        return int(parts[0]) / int(parts[1])
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def waiting_policy(cpus: int, quota: float | None, schedstat: bool) -> tuple[str, str]:
+    """The reader waiting policy this machine suits (README, "Waiting options"), and why."""
+    if quota is not None:
+        return "efficient", (f"a CPU quota of {quota:g} CPUs (cgroup cpu.max): a spin burns quota "
+                             "the server's other threads need")
+    if not schedstat:
+        return "efficient", ("no /proc/thread-self/schedstat: a reader cannot tell a free CPU from "
+                             "a contended one")
+    if cpus < 4:
+        return "efficient", (f"{cpus} CPUs: at TP >= 2 the readers and the writer outnumber them, "
+                             "and spinning readers delay the writer they wait for")
+    return "auto", f"{cpus} CPUs, no quota: readers spin for a due step only while their CPU is free"
+
+
 def collect() -> dict[str, Any]:
     rep: dict[str, Any] = {"kernel_rdma": os.path.isdir(SYSFS), "source": None, "devices": [], "notes": []}
     dev, why = import_pyverbs()
@@ -244,6 +279,10 @@ def collect() -> dict[str, Any]:
     rep["rxe"] = rxe_status()
     rep["transports"] = transports(rep["devices"])
     rep["scheduler"] = scheduler()
+    quota = cpu_quota()
+    policy, why = waiting_policy(rep["scheduler"]["cpus"], quota,
+                                 os.path.exists("/proc/thread-self/schedstat"))
+    rep["waiting_policy"] = {"suits": policy, "why": why, "cpu_quota": quota}
     rep["advice"] = advice(rep)
     return rep
 
@@ -291,6 +330,10 @@ def advice(rep: dict[str, Any]) -> list[str]:
         out.append("Inside a VM, waking a reader on an idle vCPU costs ~100 µs; the guest's haltpoll "
                    "cpuidle driver (boot with cpuidle_haltpoll.force=1) polls briefly before halting "
                    "and cuts that (readers that anticipate a steady writer avoid it anyway)")
+    wp = rep.get("waiting_policy")
+    if wp and wp["suits"] != "auto":
+        out.append(f"This machine suits the reader waiting policy {wp['suits']!r} ({wp['why']}): "
+                   f"RDMAQ_POLICY={wp['suits']}")
     out.append("Run CPU-heavy neighbours you control (tokenizers, data loaders) as SCHED_IDLE "
                "(`chrt --idle 0 CMD`, or os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))) "
                "or in a cgroup with cpu.idle=1: a waking reader or writer then preempts them at once; "
@@ -330,8 +373,11 @@ def render(rep: dict[str, Any]) -> str:
                  + ("; in a VM" if sch["vm"] else ""))
     if sch["runnable_now"] is not None:
         lines.append(f"  runnable tasks now: {sch['runnable_now']} on {sch['cpus']} CPUs"
-                     + ("  <- oversubscribed: readers block instead of spinning"
+                     + ("  (the machine's count; a reader judges its own CPU by its run delay)"
                         if sch["runnable_now"] - 1 >= sch["cpus"] else ""))
+    wp = rep.get("waiting_policy")
+    if wp:
+        lines.append(f"  waiting policy this machine suits: {wp['suits']} ({wp['why']})")
     lines.append("Transports:")
     for name, t in rep["transports"].items():
         lines.append(f"  {name}: {'usable' if t['usable'] else 'NOT usable: ' + (t['why'] or '?')}")

@@ -166,7 +166,8 @@ def test_the_report_of_a_machine_without_rdma():
     assert "  short slice for blocked readers: no (?)" in text
     assert "  tick: HZ=unknown; cpuidle driver: haltpoll (guest_halt_poll_ns 0); in a VM" in text
     # 3 runnable on 2 CPUs: this process and two others fill them
-    assert "  runnable tasks now: 3 on 2 CPUs  <- oversubscribed: readers block instead of spinning" in text
+    assert ("  runnable tasks now: 3 on 2 CPUs  (the machine's count; a reader judges its own CPU by "
+            "its run delay)") in text
     assert text[-2:] == ["  shm: NOT usable: ?", "  verbs: NOT usable: no ACTIVE RDMA port"]
 
 
@@ -296,3 +297,40 @@ def test_the_json_report_is_indented_by_two_spaces(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "collect", lambda: {"transports": {"shm": {"usable": True}}})
     assert doctor.main(["--json"]) == 0
     assert capsys.readouterr().out == '{\n  "transports": {\n    "shm": {\n      "usable": true\n    }\n  }\n}\n'
+
+
+@pytest.mark.parametrize("cpus, quota, schedstat, suits, why", [
+    (16, None, True, "auto", "16 CPUs, no quota"),
+    (16, 4.0, True, "efficient", "a CPU quota of 4 CPUs"),
+    (16, None, False, "efficient", "no /proc/thread-self/schedstat"),
+    (2, None, True, "efficient", "2 CPUs"),
+])
+def test_the_waiting_policy_the_machine_suits(cpus, quota, schedstat, suits, why):
+    got, reason = doctor.waiting_policy(cpus, quota, schedstat)
+    assert got == suits and reason.startswith(why)
+
+
+def test_the_report_names_the_policy_and_advises_another_than_the_default():
+    rep = report(advice=[])
+    rep["waiting_policy"] = {"suits": "efficient", "why": "2 CPUs: ...", "cpu_quota": None}
+    assert "  waiting policy this machine suits: efficient (2 CPUs: ...)" in doctor.render(rep).splitlines()
+    assert any("RDMAQ_POLICY=efficient" in a for a in doctor.advice(rep))
+    rep["waiting_policy"]["suits"] = "auto"
+    assert not any("RDMAQ_POLICY" in a for a in doctor.advice(rep))
+
+
+def test_a_cgroup_quota_is_read_from_cpu_max(monkeypatch):
+    files = {"/proc/self/cgroup": "0::/serve/x\n", "/sys/fs/cgroup/serve/x/cpu.max": "250000 100000\n"}
+    monkeypatch.setattr(doctor.sysfs, "read", lambda path: files.get(path, "").strip() or None)
+    real_open = open
+
+    def fake_open(path, *a, **k):
+        if path in files:
+            import io
+            return io.StringIO(files[path])
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr("builtins.open", fake_open)
+    assert doctor.cpu_quota() == 2.5
+    files["/sys/fs/cgroup/serve/x/cpu.max"] = "max 100000\n"
+    assert doctor.cpu_quota() is None
