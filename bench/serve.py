@@ -866,8 +866,6 @@ def main(argv=None) -> int:
         if importlib.util.find_spec("matplotlib") is None:
             return fail(PROG, missing_package("matplotlib", "bench"))
         check_plot_format(parser, "--plot", args.plot)
-    if not args.report and importlib.util.find_spec("psutil") is None:
-        return fail(PROG, missing_package("psutil", "bench"))
     from .serve_report import format_markdown, plot
 
     if args.report:
@@ -890,6 +888,10 @@ def main(argv=None) -> int:
     else:
         resolve(args)
         queues, settings = _check(parser, args)
+    # after the arguments: a bad one is exit status 2 whatever is installed
+    if importlib.util.find_spec("psutil") is None:
+        return fail(PROG, missing_package("psutil", "bench"))
+    if not args.resume:
         vllm = find_vllm(args.vllm)
         out = Path(args.out or time.strftime("serve-bench-%Y%m%d-%H%M%S")).resolve()
         out.mkdir(parents=True, exist_ok=True)

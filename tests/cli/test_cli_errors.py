@@ -14,7 +14,7 @@ def test_a_subcommand_needing_a_missing_package_names_it_and_the_extra(tmp_path,
     monkeypatch.syspath_prepend(str(tmp_path))
     assert cli._run("rdmaq x", "needs_pkg:main", "bench", []) == 1
     assert capsys.readouterr().err == ("rdmaq x: needs the Python package 'rdmaq_no_such_pkg', which is not "
-                                       'installed: pip install "rdmaq[bench]"\n')
+                                       'installed: pip install ".[bench]" in rdmaq\'s checkout\n')
     monkeypatch.setenv("RDMAQ_TRACEBACK", "1")
     sys.modules.pop("needs_pkg", None)
     with pytest.raises(ModuleNotFoundError):
