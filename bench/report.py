@@ -66,6 +66,22 @@ def _row_head(row, machine, w=12) -> str:
             f"{row['attackers']:>4}{('y' if row['tokenizer_attacker'] else 'n'):>4}")
 
 
+def baselines_line(result: dict) -> str:
+    """Which of vLLM's queues this run compared against, and why any other did not run: every
+    ratio is against the better of those that ran, so a missing one changes what they mean."""
+    ran = [q for q in BASELINES if any(c["queue"] == q for c in result.get("cells", []))]
+    skipped = result.get("skipped") or {}
+    parts = [f"{q} ran" for q in ran]
+    for q in BASELINES:
+        if q in ran:
+            continue
+        why = skipped.get(q) or "not in --queues"
+        parts.append(f"{q} skipped ({why})")
+    if not ran:
+        parts.append("nothing is compared")
+    return "vLLM baselines: " + "; ".join(parts)
+
+
 def format_tables(result: dict) -> str:
     m = result["machine"]
     w = max([12] + [len(c["queue"]) + 1 for c in result["cells"]])
@@ -75,6 +91,7 @@ def format_tables(result: dict) -> str:
     lines.append(f"# rdmaq bench on {m.get('label') or m.get('hostname')}: {m.get('cpu_model')}, "
                  f"{m.get('cpus_allowed')} cpus, kernel {m.get('kernel')}, python {m.get('python')}, "
                  f"load {' '.join(f'{x:.2f}' for x in m.get('loadavg_start', []))}")
+    lines.append(f"# {baselines_line(result)}")
     lines.append("# one writer, N reader processes; latency = reader's return from dequeue - writer's "
                  "CLOCK_MONOTONIC stamp before enqueue")
     lines.append("# per message: max over readers (a TP step waits for its slowest worker); "
@@ -276,6 +293,7 @@ def format_markdown(result: dict) -> str:
     m = result["machine"]
     out = []
     queues = [q for q in dict.fromkeys(c["queue"] for c in result["cells"]) if q not in BASELINES]
+    out.append(f"{baselines_line(result)}\n")
     for (rd, ck), cells in group_cells(result["cells"]).items():
         by_q = {c["queue"]: c for c in cells}
         bases = [q for q in BASELINES if q in by_q]

@@ -65,6 +65,24 @@ def test_ratios_are_against_the_better_vllm_variant_figure_by_figure():
     assert "0.500s" in format_tables(result)
 
 
+@pytest.mark.parametrize("ran, skipped, expected", [
+    (["vllm", "vllm-spinloop"], {}, "vLLM baselines: vllm ran; vllm-spinloop ran"),
+    (["vllm"], {"vllm-spinloop": "no patchelf"},
+     "vLLM baselines: vllm ran; vllm-spinloop skipped (no patchelf)"),
+    (["vllm"], {}, "vLLM baselines: vllm ran; vllm-spinloop skipped (not in --queues)"),
+    ([], {"vllm": "vllm is not installed", "vllm-spinloop": "vllm is not installed"},
+     "vLLM baselines: vllm skipped (vllm is not installed); vllm-spinloop skipped (vllm is not "
+     "installed); nothing is compared"),
+])
+def test_every_report_starts_with_the_baselines_that_ran_and_why_others_did_not(ran, skipped, expected):
+    cells = [_cell(q, _sub(50, 400)) for q in ran] + [_cell("rdmaq-shm", _sub(20, 200))]
+    result = {"machine": {"cpus_allowed": 2}, "cells": cells, "skipped": skipped,
+              "ratios": compute_ratios(cells)}
+    assert format_markdown(result).splitlines()[0] == expected
+    head = format_tables(result).splitlines()[:3]
+    assert f"# {expected}" in head, head
+
+
 def _build_module_needing_a_missing_lib(d):
     """A tiny 'spinloop' extension module linked against libgone.so, which is then removed."""
     (d / "gone.c").write_text("int gone(void) { return 1; }\n")
