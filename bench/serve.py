@@ -260,7 +260,7 @@ def server_args(cfg: dict) -> list[str]:
 
 def server_env(queue: str, device: str, steptime_dir: Path | None, stats_dir: Path) -> dict:
     env = dict(os.environ)
-    for k in ("VLLM_DISTRIBUTED_IPC", "VLLM_PLUGINS", "RDMAQ_VLLM_STATS_DIR",
+    for k in ("RDMAQ_DISTRIBUTED_IPC", "VLLM_DISTRIBUTED_IPC", "VLLM_PLUGINS", "RDMAQ_VLLM_STATS_DIR",
               "RDMAQ_BENCH_STEPTIME_DIR", "TOKENIZERS_PARALLELISM", "VLLM_USE_SPINLOOP_EXT"):
         env.pop(k, None)
     env.update(
@@ -727,8 +727,8 @@ class Sweep:
 def client_env(tmpdir: str) -> dict:
     env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", TMPDIR=tmpdir)
-    for k in ("RDMAQ_BENCH_STEPTIME_DIR", "RDMAQ_VLLM_STATS_DIR", "VLLM_DISTRIBUTED_IPC",
-              "VLLM_USE_SPINLOOP_EXT"):
+    for k in ("RDMAQ_BENCH_STEPTIME_DIR", "RDMAQ_VLLM_STATS_DIR", "RDMAQ_DISTRIBUTED_IPC",
+              "VLLM_DISTRIBUTED_IPC", "VLLM_USE_SPINLOOP_EXT"):
         env.pop(k, None)
     return env
 

@@ -10,9 +10,9 @@ workers), before any MessageQueue exists.  It
 
 1. wraps ``EngineArgs.add_cli_args`` once so ``vllm serve`` accepts
    ``--distributed-ipc {shm,rdmaq}``; the flag's action exports
-   ``VLLM_DISTRIBUTED_IPC`` so the EngineCore and worker processes started later
+   ``RDMAQ_DISTRIBUTED_IPC`` so the EngineCore and worker processes started later
    see the choice (and applies it in this process, for forked children);
-2. when ``VLLM_DISTRIBUTED_IPC=rdmaq`` (also the way to choose it for offline
+2. when ``RDMAQ_DISTRIBUTED_IPC=rdmaq`` (also the way to choose it for offline
    ``LLM(...)``), replaces ``MessageQueue`` in ``shm_broadcast``,
    ``v1.executor.multiproc_executor`` and ``v1.executor.ray_executor_v2``
    (now, or when they are imported later).
@@ -38,7 +38,10 @@ from typing import Any
 
 logger = logging.getLogger("vllm.rdmaq")
 
-ENV = "VLLM_DISTRIBUTED_IPC"
+ENV = "RDMAQ_DISTRIBUTED_IPC"
+# The variable's first name, still read. vLLM warns "Unknown vLLM environment variable
+# detected" for every VLLM_* name its own table lacks, so the plugin's is RDMAQ_*.
+OLD_ENV = "VLLM_DISTRIBUTED_IPC"
 CHOICES = ("shm", "rdmaq")
 FLAG = "--distributed-ipc"
 
@@ -96,7 +99,7 @@ def register() -> None:
         if not supported_vllm():
             return
         _add_cli_flag()
-        choice = os.environ.get(ENV, "shm")
+        choice = choice_from_env() or "shm"
         if choice not in CHOICES:
             logger.warning(
                 "rdmaq vLLM plugin: %s=%r is not one of %s; using vLLM's shm queue",
@@ -109,6 +112,20 @@ def register() -> None:
     except Exception:
         # A plugin must not take vLLM down; say why and leave vLLM as it is.
         logger.exception("rdmaq vLLM plugin: register() failed; vLLM's queue stays")
+
+
+def choice_from_env() -> str | None:
+    """The queue the environment chose: RDMAQ_DISTRIBUTED_IPC, else its old name (exported
+    under the new one, so that this process alone says so), else None."""
+    value = os.environ.get(ENV)
+    if value is None and OLD_ENV in os.environ:
+        value = os.environ[ENV] = os.environ[OLD_ENV]
+        logger.warning(
+            "rdmaq vLLM plugin: %s=%s is read as %s=%s (its new name); vLLM's \"Unknown vLLM "
+            "environment variable detected: %s\" is about it and expected: set %s instead",
+            OLD_ENV, value, ENV, value, OLD_ENV, ENV,
+        )
+    return value
 
 
 # ------------------------------------------------------------------ CLI flag
@@ -140,7 +157,7 @@ def _add_cli_flag() -> None:
                     description="Transport of vLLM's scheduler-to-worker "
                     "MessageQueue (rdmaq plugin).",
                 )
-                env = os.environ.get(ENV)
+                env = choice_from_env()
                 group.add_argument(
                     FLAG,
                     choices=CHOICES,
