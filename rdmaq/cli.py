@@ -85,7 +85,7 @@ class ArgumentParser(argparse.ArgumentParser):
                 sub = action.choices.get(getattr(ns, action.dest, None) or "")
                 if isinstance(sub, ArgumentParser):
                     return sub._chosen(ns)
-                if sub is not None:
+                if isinstance(sub, argparse.ArgumentParser):
                     return sub
         return self
 

@@ -50,6 +50,7 @@ def test_help_shows_defaults_but_not_for_flags(capsys):
 def test_doctor_clean_says_how_many_it_removed(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "collect", lambda: {"transports": {"shm": {"usable": True}}})
     monkeypatch.setattr(doctor, "render", lambda rep: "")
+    monkeypatch.setattr(doctor.vllm_leftovers, "survey", lambda: [])  # the host's are not the test's
     for removed, line in (([], "removed 0 stale queue segment(s)"),
                           (["rdmaq-1-a", "rdmaq-2-b"], "removed 2 stale queue segment(s): rdmaq-1-a, rdmaq-2-b")):
         monkeypatch.setattr(shm, "sweep_stale", lambda removed=removed: removed)
