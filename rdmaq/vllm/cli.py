@@ -58,6 +58,24 @@ def _vllm_version() -> tuple[str, str] | None:
     return None
 
 
+def _device_type() -> str:
+    """The device vLLM found here ("cuda", "cpu", ...), or "" when it found none (imports vLLM)."""
+    from vllm.platforms import current_platform
+
+    return str(current_platform.device_type or "")
+
+
+def no_device_message(version: str) -> str:
+    """Why vLLM cannot run here when it finds no device, from its version's build suffix."""
+    if "+cpu" in version:
+        return (f"vLLM {version} (a CPU build) found no CPU platform here (vLLM says only \"Failed to "
+                "infer device type\"); VLLM_LOGGING_LEVEL=DEBUG shows its platform detection")
+    build = "ROCm" if "+rocm" in version else "CUDA"
+    return (f"vLLM {version} is a {build} build of vLLM on a machine without a GPU (vLLM says only "
+            "\"Failed to infer device type\"): use `rdmaq vllm install-cpu`, in a new venv "
+            "with rdmaq, for vLLM's CPU build")
+
+
 def _flag_added() -> bool:
     """Whether `vllm serve` parses --distributed-ipc once the plugin registered (imports vLLM's
     engine arguments: seconds)."""
@@ -81,6 +99,10 @@ def check() -> int:
         return fail(PROG, f"vLLM {version} is not a version the plugin supports "
                           f"({', '.join(SUPPORTED_VLLM)}): it leaves vLLM's own queue in place")
     print(f"vLLM {version} (distribution {dist}): supported")
+    device = _device_type()
+    if not device:
+        return fail(PROG, no_device_message(version))
+    print(f"vLLM's device here: {device}")
     eps = [e for e in importlib.metadata.entry_points(group="vllm.general_plugins") if e.name == "rdmaq"]
     if [e.value for e in eps] != [ENTRY_POINT]:
         return fail(PROG, "the vllm.general_plugins entry point 'rdmaq' is missing: reinstall rdmaq "

@@ -56,6 +56,7 @@ _ORIGINAL_ATTR = "_rdmaq_original_MessageQueue"
 
 _lock = threading.RLock()
 _active: str | None = None  # "rdmaq" once patched, "shm" once restored
+_device_checked = False
 
 
 def _vllm_version() -> str | None:
@@ -99,6 +100,7 @@ def register() -> None:
         if not supported_vllm():
             return
         _add_cli_flag()
+        _say_if_no_device()
         choice = choice_from_env() or "shm"
         if choice not in CHOICES:
             logger.warning(
@@ -112,6 +114,21 @@ def register() -> None:
     except Exception:
         # A plugin must not take vLLM down; say why and leave vLLM as it is.
         logger.exception("rdmaq vLLM plugin: register() failed; vLLM's queue stays")
+
+
+def _say_if_no_device() -> None:
+    """vLLM fails later with only "Failed to infer device type" where it finds no device (a
+    CUDA build without a GPU): say what that means and what to install, once per process."""
+    global _device_checked
+    if _device_checked:
+        return
+    _device_checked = True
+    from vllm.platforms import current_platform
+
+    if not current_platform.device_type:
+        from .cli import no_device_message
+
+        logger.warning("rdmaq vLLM plugin: %s", no_device_message(_vllm_version() or "?"))
 
 
 def choice_from_env() -> str | None:

