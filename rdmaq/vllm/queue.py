@@ -56,8 +56,8 @@ VllmHandle: Any = _sb.Handle
 
 # Same threshold as vLLM: buffers of 1 MiB and more travel out of band.
 OOB_MIN_BYTES = 1024 * 1024
-# The longest one spin_until_readable() blocks: vLLM's remote readers wait 1 ms on their
-# socket, then the caller looks at its own input queue again.
+# The longest spin_until_readable() blocks before it looks at the caller's input queue
+# again (vLLM's remote readers wait 1 ms on their socket between two looks).
 READABLE_WAIT_S = 0.001
 
 
@@ -343,11 +343,14 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
 
     @_vllm_unless_rdmaq
     def spin_until_readable(self, pending: Sized, deadline: float) -> None:
-        """Wait a little for a message: vLLM's reader spins until one is readable, ``pending``
-        is non-empty or ``deadline``; this one blocks (never spins) for at most
-        READABLE_WAIT_S, and the caller looks again, as vLLM's remote reader does."""
-        if not pending:
-            self._take(max(0.0, min(READABLE_WAIT_S, deadline - time.monotonic())))
+        """Wait until a message is readable, ``pending`` (the caller's input queue) is
+        non-empty or time.monotonic() reaches ``deadline``, as vLLM's does; where vLLM's
+        reader spins, this one blocks, in waits of at most READABLE_WAIT_S between which
+        it looks at ``pending``."""
+        while not pending:
+            left = deadline - time.monotonic()
+            if self._take(max(0.0, min(READABLE_WAIT_S, left))) or left <= 0:
+                return
 
     def _take(self, timeout: float) -> bool:
         if self._is_writer:

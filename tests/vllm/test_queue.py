@@ -192,10 +192,13 @@ def test_readable_tells_without_taking_the_message_from_dequeue(where):
         _ready(w, local, remote)
         assert not r.readable()
         r.spin_until_readable([], time.monotonic())  # deadline passed: returns
+        assert not r.readable()
+        th, _ = in_thread(lambda: r.spin_until_readable([], time.monotonic() + 3600))
         w.enqueue({"step": 1})
         w.enqueue({"step": 2})
-        while not r.readable():
-            r.spin_until_readable([], time.monotonic() + 10)
+        th.join(timeout=60)  # returns once the message is readable, long before its deadline
+        assert not th.is_alive()
+        assert r.readable()
         assert r.readable()  # asking again takes nothing more
         assert r.dequeue(timeout=10) == {"step": 1}
         assert r.dequeue(timeout=10) == {"step": 2}
