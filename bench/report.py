@@ -82,6 +82,22 @@ def baselines_line(result: dict) -> str:
     return "vLLM baselines: " + "; ".join(parts)
 
 
+# vLLM's MessageQueue readers spin this long after their last message, then block
+VLLM_SPIN_AFTER_LAST_S = 1.0
+IDLE_NOTE = (f"vLLM's readers spin for {VLLM_SPIN_AFTER_LAST_S:g} s after their last message "
+             "and then block: a late half past that spin shows them at ~0; while serving, a "
+             "step follows the last within that second, so they spin the whole generation")
+
+
+def idle_window_too_short(result: dict) -> str | None:
+    """Say so where the idle window's second half lies within vLLM's spin after its last message."""
+    windows = {c["idle"]["window_s"] for c in result.get("cells", []) if c.get("idle")}
+    if windows and min(windows) < 2 * VLLM_SPIN_AFTER_LAST_S:
+        return (f"idle window {min(windows):g} s: shorter than {2 * VLLM_SPIN_AFTER_LAST_S:g} s, "
+                f"both halves lie within vLLM's {VLLM_SPIN_AFTER_LAST_S:g} s spin (--idle-window)")
+    return None
+
+
 def format_tables(result: dict) -> str:
     m = result["machine"]
     w = max([12] + [len(c["queue"]) + 1 for c in result["cells"]])
@@ -121,6 +137,10 @@ def format_tables(result: dict) -> str:
     lines.append(hr)
     lines.append("# idle window (no messages; readers blocked in dequeue): CPU% per reader, mean "
                  "[early half / late half of the window]")
+    lines.append(f"# {IDLE_NOTE}")
+    short = idle_window_too_short(result)
+    if short:
+        lines.append(f"# {short}")
     for cell in result["cells"]:
         idle = cell.get("idle")
         if not idle:
@@ -343,4 +363,7 @@ def format_markdown(result: dict) -> str:
             for c in cells if c.get("idle"))
         out.append(f"\nIdle readers (CPU per reader, first / second half of a "
                    f"{cells[0]['idle']['window_s'] if cells[0].get('idle') else '?'} s window): {idle}\n")
+    short = idle_window_too_short(result)
+    if short:
+        out.append(f"Note: {short}.\n")
     return "\n".join(out)

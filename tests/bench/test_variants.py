@@ -8,7 +8,7 @@ import sysconfig
 
 import pytest
 
-from rdmaq.bench import cli, queues
+from rdmaq.bench import cli, queues, report
 from rdmaq.bench.report import compute_ratios, format_markdown, format_tables
 
 
@@ -81,6 +81,37 @@ def test_every_report_starts_with_the_baselines_that_ran_and_why_others_did_not(
     assert format_markdown(result).splitlines()[0] == expected
     head = format_tables(result).splitlines()[:3]
     assert f"# {expected}" in head, head
+
+
+def _idle_cell(queue, window_s, early, late):
+    cell = _cell(queue, _sub(50, 400))
+    cell["idle"] = {"window_s": window_s, "reader_cpu_frac_early_mean": early,
+                    "reader_cpu_frac_late_mean": late, "writer_cpu_frac_early": 0.0,
+                    "writer_cpu_frac_late": 0.0}
+    return cell
+
+
+@pytest.mark.parametrize("window_s, warned", [(0.6, True), (1.0, True), (3.0, False)])
+def test_an_idle_window_within_vllms_spin_is_called_so(window_s, warned):
+    """vLLM's readers spin 1 s after their last message: a shorter window's halves both lie
+    within that spin and show them busy, which an idle vLLM worker is not."""
+    cells = [_idle_cell("vllm", window_s, 0.63, 0.0), _idle_cell("rdmaq-shm", window_s, 0.001, 0.001)]
+    result = {"machine": {"cpus_allowed": 2}, "cells": cells, "skipped": {}, "ratios": []}
+    for text in (format_tables(result), format_markdown(result)):
+        assert ("both halves lie within vLLM's 1 s spin" in text) is warned, text
+    assert "spin for 1 s after their last message and then block" in format_tables(result)
+
+
+def test_quick_keeps_an_idle_window_longer_than_vllms_spin(monkeypatch):
+    seen = {}
+
+    def stop(*args, **kwargs):  # the first cell: what it was asked to measure, then stop
+        seen["idle_window_s"] = args[6]
+        raise KeyboardInterrupt
+    monkeypatch.setattr("rdmaq.bench.runner.run_cell", stop)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["--quick", "--queues", "rdmaq-shm"])
+    assert seen["idle_window_s"] >= 2 * report.VLLM_SPIN_AFTER_LAST_S
 
 
 def _build_module_needing_a_missing_lib(d):
