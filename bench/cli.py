@@ -16,6 +16,8 @@ from rdmaq.cli import ArgumentParser, fail, missing_package, parse_size
 from rdmaq.vllm import SUPPORTED_VLLM
 
 from . import machine
+from .output import check_plot_format
+from .output import write_json as _write_json
 from .queues import ADAPTERS, BASELINES, make_adapter, parse_queue
 from .report import VLLM_SPIN_AFTER_LAST_S
 
@@ -81,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "MessageQueue), same harness: one-way latency (max over readers), throughput, "
                     "CPU time busy and idle, with optional CPU contention. "
                     "`rdmaq bench serve --help`: vLLM serving latency with each queue; "
+                    "`rdmaq bench step --help`: barrier amplification of a TP serving step; "
                     "`rdmaq bench sweep --help`: idle p99 against reader CPU from a run's variants.")
     p.add_argument("--queues", default=DEFAULT_QUEUES,
                    help=f"comma list from {', '.join(ADAPTERS)} (default: %(default)s; "
@@ -217,19 +220,6 @@ def _check_output_path(parser, flag, path) -> None:
         parser.error(f"{flag} {path}: directory {d} does not exist or is not writable")
 
 
-def check_plot_format(parser, flag, path) -> None:
-    """Refuse, before anything runs, a plot file whose format matplotlib cannot write
-    (it takes the format from the extension)."""
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    formats = FigureCanvasBase.get_supported_filetypes()
-    ext = os.path.splitext(path)[1].lstrip(".").lower()
-    if ext not in formats:
-        what = f".{ext} files" if ext else "a file name without an extension"
-        parser.error(f"{flag} {path}: matplotlib cannot write {what}; use one of "
-                     f"{', '.join('.' + f for f in sorted(formats))}")
-
-
 NO_COMPARISON = ("WARNING: no comparison with vLLM's MessageQueue, the point of this benchmark: "
                  "none of the vLLM queues asked for can run here (why: above), so rdmaq is measured "
                  "alone. Install vLLM beside rdmaq: `rdmaq vllm install-cpu` (a CPU build of vLLM "
@@ -248,13 +238,6 @@ def one_line(error: str) -> str:
     """A cell's error for the terminal: its first and last lines (what failed, and why)."""
     lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()] or ["?"]
     return lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
-
-
-def _write_json(path, result) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(tmp, path)
 
 
 @contextlib.contextmanager
@@ -283,6 +266,10 @@ def main(argv=None) -> int:
         from .serve import main as serve_main
 
         return serve_main(argv[1:])
+    if argv[:1] == ["step"]:  # barrier amplification of a TP step, on one machine
+        from .step import main as step_main
+
+        return step_main(argv[1:])
     if argv[:1] == ["sweep"]:  # the idle tail against reader CPU, from a result's variants
         from .sweep import main as sweep_main
 

@@ -15,7 +15,9 @@ removed and reported.
 Two kinds of machine: ``--device cpu`` (a CPU build of vLLM, TP=2, a tiny model) and ``--device
 cuda`` (a CUDA build, TP = the GPUs, ``--distributed-executor-backend mp`` so the EngineCore talks
 to its workers through the MessageQueue even at TP=1, a model of Llama 3.2 1B's shapes, CUDA
-graphs for decode steps). A sweep can be cut into parts that each end before a deadline
+graphs for decode steps). The server's CPUs can be confined as a container's are
+(``--server-cpus``, ``--server-quota``: bench/serve_confine.py); each run records the server's
+CPU seconds per 1 000 output tokens. A sweep can be cut into parts that each end before a deadline
 (``--deadline``, ``--keep-servers``, ``--resume``), the servers staying up in between.
 """
 
@@ -38,9 +40,11 @@ from typing import Any
 from rdmaq.cli import ArgumentParser, fail, missing_package
 
 from . import machine, serve_attack, serve_plan
-from .cli import check_plot_format
+from .output import check_plot_format
+from .output import write_json as _write_json
 from .queues import parse_variant
 from .serve_client import BenchClient
+from .serve_confine import Confinement, make_cgroup, remove_cgroup, set_quota, split_cpus
 from .serve_plan import (
     base_queue,
     order_for,  # noqa: F401  (the run order, tested through this module)
@@ -55,6 +59,8 @@ SPINLOOP_FAILED = "spinloop extension could not be loaded"  # vLLM's warning whe
 MAIN_LINE = "Starting main benchmark run"
 RESULT_LINE = "Serving Benchmark Result"
 EXIT_INCOMPLETE = 3  # a part of a sweep ended at its deadline: --resume runs the rest
+RUNS = 3  # runs per queue and setting, unless told
+IDLE_RUNS = 5  # idle cells: their spread is the smallest effect the others can show
 # metric name in our tables -> key in vllm bench serve's JSON
 METRICS = {
     "tpot_p50_ms": "p50_tpot_ms", "tpot_p99_ms": "p99_tpot_ms",
@@ -108,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the vLLM build's device (default: cuda where torch sees a GPU)")
     p.add_argument("--model", default=None,
                    help="model directory (default: a random-weight Llama of --model-shape made in "
-                        "OUT/model by tests/vllm/make_tiny_llama.py of this source tree)")
+                        "OUT/model by rdmaq.bench.tiny_llama)")
     p.add_argument("--model-shape", choices=["tiny", "llama-3.2-1b"], default=None,
                    help="the model made when --model is not given (cpu: tiny, cuda: llama-3.2-1b)")
     p.add_argument("--vllm", default=None, help="the vllm CLI (default: beside this Python, else PATH)")
@@ -120,9 +126,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--settings", default=None,
                    help=f"comma list from {', '.join(serve_attack.SETTINGS)} (cpu: all; cuda: all "
                         "but tok-schedidle)")
-    p.add_argument("--runs", type=int, default=3, help="runs per queue and setting (default %(default)s)")
+    p.add_argument("--runs", type=int, default=None,
+                   help=f"runs per queue and setting (default {RUNS}; idle: --idle-runs)")
+    p.add_argument("--idle-runs", type=int, default=None,
+                   help=f"runs per queue in the idle setting (default: --runs if given, else {IDLE_RUNS})")
     p.add_argument("--hogs", type=int, default=None,
-                   help="CPU hogs in the hogs settings (default: one per allowed CPU)")
+                   help="CPU hogs in the hogs settings (default: one per allowed CPU, or per "
+                        "server CPU with --server-cpus)")
+    c = p.add_argument_group("CPU confinement, as in a container (bench/serve_confine.py)")
+    c.add_argument("--server-cpus", type=int, default=None, metavar="N",
+                   help="the servers and the attackers on the first N allowed CPUs (a cpuset), the "
+                        "client on the others where some remain; adds the hogs-ingroup setting")
+    c.add_argument("--server-quota", type=float, default=None, metavar="CPUS",
+                   help="the servers in a cgroup v2 group with cpu.max = CPUS x 100 ms per 100 ms "
+                        "(needs root and a writable /sys/fs/cgroup: skipped with the reason "
+                        "otherwise); adds the hogs-ingroup setting, whose hogs share the quota")
     p.add_argument("--rate", type=float, default=None, help="requests/s, Poisson (cpu 6, cuda 12)")
     p.add_argument("--concurrency", type=int, default=None,
                    help="most requests in flight (cpu 6, cuda 16)")
@@ -195,6 +213,7 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     """Fill in the defaults that depend on the device."""
     if args.device == "auto":
         args.device = detect_device()
+    default_settings = args.settings is None
     for key, value in DEFAULTS[args.device].items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)
@@ -202,7 +221,19 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
         args.tp = 2 if args.device == "cpu" else gpu_count()
     if args.max_num_seqs is None:
         args.max_num_seqs = args.concurrency
+    confined = args.server_cpus is not None or args.server_quota is not None
+    if confined and default_settings:
+        args.settings += ",hogs-ingroup"  # the contention inside the container
+    if args.idle_runs is None:
+        args.idle_runs = args.runs if args.runs is not None else IDLE_RUNS
+    if args.runs is None:
+        args.runs = RUNS
     return args
+
+
+def runs_by_setting(cfg: dict) -> dict[str, int]:
+    """Runs per queue of each setting (a results.json from before --idle-runs: --runs all)."""
+    return {s: cfg.get("runs_by_setting", {}).get(s, cfg["runs"]) for s in cfg["settings"]}
 
 
 def find_vllm(explicit: str | None) -> str:
@@ -221,15 +252,12 @@ def find_vllm(explicit: str | None) -> str:
 
 
 def make_model(out: Path, shape: str = "tiny", device: str = "cpu") -> Path:
-    """A random-weight Llama of tests/vllm/make_tiny_llama.py (needs a source checkout)."""
+    """A random-weight Llama of rdmaq.bench.tiny_llama (in a process of its own: torch's import
+    stays out of the harness)."""
     model = out / "model"
     if (model / "config.json").exists():
         return model
-    script = Path(__file__).resolve().parent.parent / "tests" / "vllm" / "make_tiny_llama.py"
-    if not script.exists():
-        raise SystemExit("rdmaq bench serve: tests/vllm/make_tiny_llama.py not found (installed "
-                         "without a source tree); make a model with it and give --model DIR")
-    r = subprocess.run([sys.executable, str(script), str(model), "--shape", shape,
+    r = subprocess.run([sys.executable, "-m", "rdmaq.bench.tiny_llama", str(model), "--shape", shape,
                         "--device", device], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"rdmaq bench serve: making the model failed:\n{r.stderr[-3000:]}")
@@ -258,7 +286,8 @@ def server_args(cfg: dict) -> list[str]:
     return args + list(cfg.get("server_args", []))
 
 
-def server_env(queue: str, device: str, steptime_dir: Path | None, stats_dir: Path) -> dict:
+def server_env(queue: str, device: str, steptime_dir: Path | None, stats_dir: Path,
+               cpus: list[int] | None = None) -> dict:
     env = dict(os.environ)
     for k in ("RDMAQ_DISTRIBUTED_IPC", "VLLM_DISTRIBUTED_IPC", "VLLM_PLUGINS", "RDMAQ_VLLM_STATS_DIR",
               "RDMAQ_BENCH_STEPTIME_DIR", "TOKENIZERS_PARALLELISM", "VLLM_USE_SPINLOOP_EXT"):
@@ -270,7 +299,7 @@ def server_env(queue: str, device: str, steptime_dir: Path | None, stats_dir: Pa
         RDMAQ_VLLM_STATS_DIR=str(stats_dir), RDMAQ_VLLM_STATS_INTERVAL="5",
     )
     if device == "cpu":
-        cpus = sorted(os.sched_getaffinity(0))
+        cpus = cpus or sorted(os.sched_getaffinity(0))
         env.update(
             VLLM_CPU_KVCACHE_SPACE="1",
             # one OMP binding per TP worker (vLLM refuses to start TP=2 on CPU without them)
@@ -481,15 +510,29 @@ def run_client(cfg: dict, client: BenchClient, model: Path, server: VllmServer,
     record["idle_server_cpu_s"] = round(sum(sum(v.values()) for q, v in by_server.items()
                                             if q != server.name), 3)
     record["attacker_cpu_s"] = round(b["att"] - a["att"], 3)
+    record |= cpu_per_tokens(record["cpu_s"], raw)
     record["t_ns"] = [a["t"], b["t"]]
     return record
 
 
-def _write_json(path: Path, obj) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
+def output_tokens(raw: dict) -> int | None:
+    """The run's output tokens: vLLM's total, else its throughput times its duration."""
+    if raw.get("total_output_tokens") is not None:
+        return int(raw["total_output_tokens"])
+    if raw.get("output_throughput") is not None and raw.get("duration") is not None:
+        return round(raw["output_throughput"] * raw["duration"])
+    return None
+
+
+def cpu_per_tokens(cpu_s: dict[str, float], raw: dict) -> dict:
+    """The measured server's CPU seconds (all its processes, over the client's main run) in all
+    and per 1 000 output tokens."""
+    total = sum(cpu_s.values())
+    tokens = output_tokens(raw)
+    out: dict[str, Any] = {"server_cpu_s_total": round(total, 3), "output_tokens": tokens}
+    if tokens:
+        out["server_cpu_s_per_1k_tok"] = round(1000 * total / tokens, 4)
+    return out
 
 
 def _rdmaq_stats(stats_dir: Path) -> list[dict]:
@@ -514,14 +557,24 @@ def client_timeout(args) -> float:
 
 def config_of(args, vllm: str, model: Path, queues: list[str], settings: list[str]) -> dict:
     """results.json's config: everything a later part (--resume) needs to go on."""
-    n_hogs = args.hogs if args.hogs is not None else len(os.sched_getaffinity(0))
+    allowed = sorted(os.sched_getaffinity(0))
+    server_cpus = split_cpus(args.server_cpus, allowed)[0] if args.server_cpus else None
+    n_hogs = args.hogs if args.hogs is not None else len(server_cpus or allowed)
+    # in the server's group: as many as its CPUs (the quota's, rounded up, without a cpuset)
+    n_in = args.hogs if args.hogs is not None else (
+        len(server_cpus) if server_cpus else
+        max(1, -(-args.server_quota // 1)) if args.server_quota else len(allowed))
+    n_in = int(n_in)
     cfg = {"queues": queues, "settings": settings, "runs": args.runs, "hogs": n_hogs,
+           "hogs_in_group": n_in,
+           "runs_by_setting": {s: args.idle_runs if s == "idle" else args.runs for s in settings},
+           "server_cpus": args.server_cpus, "server_quota": args.server_quota,
            "rate": args.rate, "concurrency": args.concurrency,
            "num_prompts": args.num_prompts, "input_len": args.input_len,
            "output_len": args.output_len, "max_model_len": args.max_model_len,
            "seed": args.seed, "model": str(model), "vllm": vllm, "tp": args.tp,
            "device": args.device, "client": args.client,
-           "setting_desc": {s: serve_attack.describe(s, n_hogs) for s in settings},
+           "setting_desc": {s: serve_attack.describe(s, hogs_of(s, n_hogs, n_in)) for s in settings},
            "step_timing": not args.no_step_timing,
            "client_timeout": args.client_timeout or client_timeout(args)}
     if args.device == "cuda":
@@ -532,6 +585,29 @@ def config_of(args, vllm: str, model: Path, queues: list[str], settings: list[st
     elif args.server_arg:
         cfg["server_args"] = list(args.server_arg)
     return cfg
+
+
+def hogs_of(setting: str, n_hogs: int, n_in_group: int) -> int:
+    return n_in_group if serve_attack.SETTINGS[setting].get("in_group") else n_hogs
+
+
+def confinement_of(cfg: dict, previous: dict | None) -> Confinement:
+    """The sweep's CPUs and CPU-quota group (a resumed sweep's: the ones it recorded; its group
+    made again if it is gone). The group is skipped, with the reason, where none can be made."""
+    if previous:
+        conf = Confinement.from_record(previous)
+    else:
+        allowed = sorted(os.sched_getaffinity(0))
+        conf = Confinement(quota_cpus=cfg.get("server_quota"))
+        if cfg.get("server_cpus"):
+            conf.server_cpus, conf.client_cpus = split_cpus(cfg["server_cpus"], allowed)
+    if conf.quota_cpus is not None and (conf.cgroup or not conf.quota_skipped):
+        name = Path(conf.cgroup).name if conf.cgroup else f"rdmaq-serve-{os.getpid()}"
+        # no limit while the servers start: start_servers sets the quota once they are up
+        conf.cgroup, conf.quota_skipped = make_cgroup(name, None)
+        if conf.quota_skipped:
+            _log(f"--server-quota {conf.quota_cpus:g}: skipped: {conf.quota_skipped}")
+    return conf
 
 
 def serve_command(cfg: dict, queue: str = "rdmaq") -> list[str]:
@@ -571,6 +647,10 @@ class Sweep:
         self.part: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                      "deadline_s": args.deadline, "runs": 0}
         result["parts"].append(self.part)
+        self.conf = confinement_of(self.cfg, result.get("confinement"))
+        result["confinement"] = self.conf.record()
+        if self.conf.client_cpus:  # the harness is the client's side: off the server's CPUs
+            os.sched_setaffinity(0, self.conf.client_cpus)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -585,7 +665,7 @@ class Sweep:
         new = []
         for q in self.cfg["queues"]:
             st_dir, stats_dir = self._dirs(q)
-            env = server_env(q, self.cfg["device"], st_dir, stats_dir)
+            env = server_env(q, self.cfg["device"], st_dir, stats_dir, self.conf.server_cpus)
             state = previous.get(q)
             if state:
                 srv = VllmServer.attach(state, vllm=self.cfg["vllm"], model=self.model,
@@ -609,7 +689,7 @@ class Sweep:
             srv = VllmServer(vllm=self.cfg["vllm"], model=self.model, ipc=IPC[base_queue(q)], name=q,
                              workdir=self.out / "logs", env=env,
                              max_model_len=self.cfg["max_model_len"], tp=self.cfg["tp"],
-                             args=server_args(self.cfg))
+                             args=server_args(self.cfg), prefix=self.conf.server_prefix())
             self.servers[q] = srv
             new.append(srv)
         parallel = self.cfg["device"] == "cuda"
@@ -632,16 +712,24 @@ class Sweep:
             _log(f"  {srv.name} healthy after {srv.startup_s:.0f} s")
         for q, srv in self.servers.items():
             self.result["servers"][q]["spinloop"] = check_spinloop(q, srv, self._dirs(q)[0])
+        if self.conf.cgroup:
+            try:
+                set_quota(self.conf.cgroup, self.conf.quota_cpus)
+                _log(f"servers up: {self.conf.describe()}")
+            except OSError as e:
+                raise ServerError(f"--server-quota: setting {self.conf.cgroup}/cpu.max "
+                                  f"failed: {e.strerror or e}") from e
 
     def run_all(self) -> bool:
         """The runs left, while they fit before the deadline; -> whether none is left."""
         cfg = self.cfg
         steps = serve_plan.remaining(
-            serve_plan.plan(cfg["settings"], cfg["queues"], cfg["runs"]), self.result["runs"])
+            serve_plan.plan(cfg["settings"], cfg["queues"], runs_by_setting(cfg)), self.result["runs"])
         durations = [r["duration_s"] for r in self.result["runs"] if "duration_s" in r]
         client_tmp = tempfile.mkdtemp(prefix="rdmaq-serve-client-")
         self.result["client_tmp"] = client_tmp
-        client = BenchClient(cfg["client"], cfg["vllm"], client_env(client_tmp))
+        client = BenchClient(cfg["client"], cfg["vllm"], client_env(client_tmp),
+                             self.conf.client_prefix())
         try:
             for setting in cfg["settings"]:
                 todo = [s for s in steps if s.setting == setting]
@@ -651,7 +739,9 @@ class Sweep:
                 if not serve_plan.fits(self.elapsed(), est, self.args.deadline):
                     return False
                 _log(f"setting {setting}: {cfg['setting_desc'][setting]} ({self.elapsed():.0f} s)")
-                att = serve_attack.start(setting, cfg["hogs"])
+                att = serve_attack.start(
+                    setting, hogs_of(setting, cfg["hogs"], cfg.get("hogs_in_group", cfg["hogs"])),
+                    cpus=self.conf.server_cpus, cgroup=self.conf.cgroup)
                 try:
                     for step in todo:
                         est = serve_plan.run_estimate_s(durations, cfg["num_prompts"], cfg["rate"])
@@ -718,6 +808,10 @@ class Sweep:
             _log(f"stopping {q} server")
             self.result["servers"].setdefault(q, {})["cleanup"] = srv.stop(self.args.stop_grace)
             self.result["servers"][q]["rdmaq_queue_stats"] = _rdmaq_stats(self.out / f"rdmaq-stats-{q}")
+        left = remove_cgroup(self.conf.cgroup)  # the servers and the attackers are gone
+        if left:
+            _log(left)
+            self.result["confinement"]["cgroup_left"] = left
         try:
             (self.out / "servers.json").unlink()
         except FileNotFoundError:
@@ -817,7 +911,8 @@ def _run_line(rec: dict, elapsed: float) -> str:
     share = run_value(rec, "queue_share")
     return (f"{head}: TPOT p50 {m['tpot_p50_ms']:.2f} p99 {m['tpot_p99_ms']:.2f} ms, "
             f"ITL p99 {m['itl_p99_ms']:.2f} ms, TTFT p50 {m['ttft_p50_ms']:.1f} ms, "
-            f"{m['output_tok_s']:.0f} tok/s, workers {rec['worker_cpu_s']:.1f} CPU s, "
+            f"{m['output_tok_s']:.0f} tok/s, workers {rec['worker_cpu_s']:.1f} CPU s, server "
+            f"{rec.get('server_cpu_s_per_1k_tok', float('nan')):.2f} CPU s per 1k tok, "
             f"others {rec['idle_server_cpu_s']:.2f} CPU s, "
             f"queue {'-' if share is None else f'{100 * share:.1f}%'}, "
             f"load {rec['loadavg_after'][0]:.2f} ({elapsed:.0f} s)")
@@ -838,8 +933,8 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[l
             parser.error(f"unknown setting {s!r}; choose from {', '.join(serve_attack.SETTINGS)}")
     if not settings:
         parser.error("--settings: give at least one")
-    if args.runs < 1 or args.num_prompts < 1 or args.concurrency < 1 or args.rate <= 0:
-        parser.error("--runs, --num-prompts, --concurrency must be >= 1 and --rate > 0")
+    if args.runs < 1 or args.idle_runs < 1 or args.num_prompts < 1 or args.concurrency < 1 or args.rate <= 0:
+        parser.error("--runs, --idle-runs, --num-prompts, --concurrency must be >= 1 and --rate > 0")
     if args.hogs is not None and args.hogs < 1:
         parser.error("--hogs must be >= 1")
     if args.tp < 1 or args.max_num_seqs < 1:
@@ -851,8 +946,18 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[l
     if args.input_len < 1 or args.output_len < 2 or args.input_len + args.output_len > args.max_model_len:
         parser.error("need --input-len >= 1, --output-len >= 2 (TPOT needs two tokens) and "
                      "input + output <= --max-model-len")
-    if args.device == "cpu" and args.tp > 1 and len(os.sched_getaffinity(0)) < args.tp:
-        parser.error(f"TP={args.tp} on CPU needs {args.tp} allowed CPUs")
+    allowed = sorted(os.sched_getaffinity(0))
+    if args.server_cpus is not None:
+        try:
+            split_cpus(args.server_cpus, allowed)
+        except ValueError as e:
+            parser.error(str(e))
+    if args.server_quota is not None and not 0 < args.server_quota <= len(allowed):
+        parser.error(f"--server-quota {args.server_quota:g}: give CPUs in (0, {len(allowed)}]")
+    n_cpus = args.server_cpus or len(allowed)
+    if args.device == "cpu" and args.tp > 1 and n_cpus < args.tp:
+        parser.error(f"TP={args.tp} on CPU needs {args.tp} allowed CPUs"
+                     + (" (--server-cpus)" if args.server_cpus else ""))
     if args.model and not (Path(args.model) / "config.json").exists():
         parser.error(f"--model {args.model}: no config.json there")
     return queues, settings

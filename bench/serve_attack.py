@@ -8,6 +8,11 @@ Where the kernel groups tasks by session (``sched_autogroup_enabled``), the atta
 share the harness's session, so all of them together weigh as one task against the server (which
 runs in a session of its own); ``hogs-sessions`` gives each hog a session of its own, as separate
 services' processes have. ``sched_groups`` records the groups a run had.
+
+Under CPU confinement (bench/serve_confine.py) every attacker runs on the server's CPUs;
+``hogs-ingroup`` also puts its hogs, as many as the server's CPUs, in the server's own cgroup
+(its CPU quota, where the sweep made one): the contention inside a container (a tokenizer's
+threads, data loaders) rather than beside it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import os
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from .serve_confine import join
 
 try:
     import psutil
@@ -30,11 +37,14 @@ SETTINGS = {
     "hogs-schedidle": {"hogs": True, "tokenizer": False, "sched_idle": True, "tok_parallel": True},
     "hogs-sessions": {"hogs": True, "tokenizer": False, "sched_idle": False, "tok_parallel": True,
                       "own_sessions": True},
+    "hogs-ingroup": {"hogs": True, "tokenizer": False, "sched_idle": False, "tok_parallel": True,
+                     "in_group": True},
     "tok": {"hogs": False, "tokenizer": True, "sched_idle": False, "tok_parallel": True},
     "tok-nopar": {"hogs": False, "tokenizer": True, "sched_idle": False, "tok_parallel": False},
     "tok-schedidle": {"hogs": False, "tokenizer": True, "sched_idle": True, "tok_parallel": True},
 }
-DEFAULT_SETTINGS = list(SETTINGS)
+# hogs-ingroup differs from hogs only under confinement: a default only then (bench/serve.py)
+DEFAULT_SETTINGS = [s for s in SETTINGS if not SETTINGS[s].get("in_group")]
 
 
 def describe(name: str, n_hogs: int) -> str:
@@ -42,7 +52,8 @@ def describe(name: str, n_hogs: int) -> str:
     parts = []
     if s["hogs"]:
         parts.append(f"{n_hogs} CPU hogs" + (", each in a session of its own"
-                                             if s.get("own_sessions") else ""))
+                                             if s.get("own_sessions") else "")
+                     + (" in the server's cpuset and cgroup" if s.get("in_group") else ""))
     if s["tokenizer"]:
         parts.append("tokenizer attacker" + ("" if s["tok_parallel"] else ", TOKENIZERS_PARALLELISM=false"))
     if not parts:
@@ -67,7 +78,8 @@ def _sched_idle() -> None:
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
-def hog_main(conn, sched_idle: bool, own_session: bool = False) -> None:
+def hog_main(conn, sched_idle: bool, own_session: bool = False, cpus=None, cgroup=None) -> None:
+    join(cpus, cgroup)
     if sched_idle:
         _sched_idle()
     if own_session:
@@ -78,8 +90,9 @@ def hog_main(conn, sched_idle: bool, own_session: bool = False) -> None:
         x = (x * 1103515245 + 12345) & 0xFFFFFFFF
 
 
-def tokenizer_main(conn, sched_idle: bool, parallel: bool) -> None:
-    """HF tokenizers batch encoding; with parallel, its Rayon pool (as wide as the machine)."""
+def tokenizer_main(conn, sched_idle: bool, parallel: bool, cpus=None, cgroup=None) -> None:
+    """HF tokenizers batch encoding; with parallel, its Rayon pool (as wide as its CPUs)."""
+    join(cpus, cgroup)  # before Rayon's threads, which inherit it and size the pool by it
     # before the first import: tokenizers reads it when its pool is first used
     os.environ["TOKENIZERS_PARALLELISM"] = "true" if parallel else "false"
     if sched_idle:
@@ -129,17 +142,20 @@ class Attackers:
                 p.join(5)
 
 
-def start(setting: str, n_hogs: int, timeout: float = 300) -> Attackers:
-    """Start the setting's attackers and return once each says it is running."""
+def start(setting: str, n_hogs: int, timeout: float = 300, cpus: list[int] | None = None,
+          cgroup: str | None = None) -> Attackers:
+    """Start the setting's attackers and return once each says it is running: on ``cpus``
+    (None: anywhere), and in ``cgroup`` for an in-group setting."""
     s = SETTINGS[setting]
+    group = cgroup if s.get("in_group") else None
     ctx = mp.get_context("spawn")
     procs: list = []
     conns: list = []
     jobs: list[tuple[Any, tuple]] = []
     if s["hogs"]:
-        jobs += [(hog_main, (s["sched_idle"], s.get("own_sessions", False)))] * n_hogs
+        jobs += [(hog_main, (s["sched_idle"], s.get("own_sessions", False), cpus, group))] * n_hogs
     if s["tokenizer"]:
-        jobs.append((tokenizer_main, (s["sched_idle"], s["tok_parallel"])))
+        jobs.append((tokenizer_main, (s["sched_idle"], s["tok_parallel"], cpus, group)))
     att = Attackers(setting, n_hogs, procs)
     try:
         for target, args in jobs:

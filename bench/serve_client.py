@@ -77,10 +77,11 @@ if __name__ == "__main__":
 class BenchClient:
     """Runs ``vllm bench serve`` with given arguments, passing each output line to a callback."""
 
-    def __init__(self, mode: str, vllm: str, env: dict):
+    def __init__(self, mode: str, vllm: str, env: dict, prefix: list[str] | None = None):
         if mode not in ("spawn", "persistent"):
             raise ValueError(f"client mode must be spawn or persistent, not {mode!r}")
         self.mode, self.vllm, self.env = mode, vllm, env
+        self.prefix = list(prefix or [])  # runs it on the client's CPUs (bench/serve_confine.py)
         self.proc: subprocess.Popen | None = None  # the persistent one
 
     def command(self, argv: list[str]) -> list[str]:
@@ -93,7 +94,7 @@ class BenchClient:
         return self._persistent(argv, on_line, timeout)
 
     def _spawned(self, argv, on_line, timeout) -> int | None:
-        proc = subprocess.Popen(self.command(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(self.prefix + self.command(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=self.env, start_new_session=True)
         timer = threading.Timer(timeout, _kill_group, (proc,))
         timer.start()
@@ -108,7 +109,7 @@ class BenchClient:
         return proc.returncode
 
     def _start(self, on_line) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-m", "rdmaq.bench.serve_client"],
+        proc = subprocess.Popen([*self.prefix, sys.executable, "-m", "rdmaq.bench.serve_client"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, env=self.env,
                                 start_new_session=True)

@@ -41,8 +41,11 @@ def order_for(setting_index: int, queues: list[str], runs: int) -> list[tuple[st
     return seq
 
 
-def plan(settings: list[str], queues: list[str], runs: int) -> list[Step]:
-    return [Step(s, q, k + 1) for si, s in enumerate(settings) for q, k in order_for(si, queues, runs)]
+def plan(settings: list[str], queues: list[str], runs: int | dict[str, int]) -> list[Step]:
+    """``runs`` per queue in every setting, or per setting (idle cells get more)."""
+    per = runs if isinstance(runs, dict) else dict.fromkeys(settings, runs)
+    return [Step(s, q, k + 1) for si, s in enumerate(settings)
+            for q, k in order_for(si, queues, per[s])]
 
 
 def remaining(steps: list[Step], done: list[dict]) -> list[Step]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 
+from .serve_confine import Confinement
 from .serve_plan import base_queue
 
 # (key in a run's metrics or the run record, column title, format)
@@ -18,13 +19,16 @@ COLUMNS = [
     ("output_tok_s", "out tok/s", "{:.0f}"),
     ("worker_cpu_s", "worker CPU s", "{:.1f}"),
     ("queue_share", "queue share", "{:.1%}"),
+    ("server_cpu_s_per_1k_tok", "server CPU s per 1k tok", "{:.2f}"),
+    ("reader_cpu_ms_per_1k_tok", "reader CPU ms per 1k tok", "{:.1f}"),
 ]
 # lower is better for all but throughput; the ratio is rdmaq ÷ the baseline either way
 HIGHER_IS_BETTER = {"output_tok_s"}
 BASELINES = ("shm", "shm-spinloop")  # vLLM's own queue, plain and with its C spin loop
 MIN_DENOMINATOR = 0.01
 RATIO_KEYS = ["tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
-              "e2el_p50_ms", "output_tok_s", "worker_cpu_s"]
+              "e2el_p50_ms", "output_tok_s", "worker_cpu_s", "server_cpu_s_per_1k_tok",
+              "reader_cpu_ms_per_1k_tok"]
 
 
 def run_value(run: dict, key: str):
@@ -43,7 +47,24 @@ def run_value(run: dict, key: str):
         return ((run.get("queue_timing") or {}).get("rpc_round_trip_ms") or {}).get("p50")
     if key in WAIT_KEYS:
         return wait_value(run.get("queue_timing") or {}, key)
+    if key == "reader_cpu_ms_per_1k_tok":
+        return reader_cpu_per_tokens(run)
     return run.get(key)
+
+
+READERS = ("broadcast reader", "response reader")
+
+
+def reader_cpu_per_tokens(run: dict) -> float | None:
+    """CPU ms of the threads that read the queue (the workers' broadcast readers, the
+    EngineCore's response reader: bench/serve_steps.py's per-thread data) per 1 000 output
+    tokens; None without step timing."""
+    threads = (run.get("queue_timing") or {}).get("threads")
+    tokens = run.get("output_tokens")
+    rows = [t for t in threads or [] if any(u in READERS for u in t.get("uses", []))]
+    if not rows or not tokens:
+        return None
+    return 1000 * sum(t.get("cpu_ms", 0.0) for t in rows) / tokens
 
 
 # Who waited where (bench/serve_steps.py): the thread that used an endpoint, by its use
@@ -161,9 +182,14 @@ def format_markdown(result: dict) -> str:
         f"Workload: `vllm bench serve` random dataset, {cfg['input_len']} prompt + {cfg['output_len']} "
         f"output tokens (EOS ignored), {cfg['num_prompts']} requests at {cfg['rate']:g} req/s (Poisson), "
         f"at most {cfg['concurrency']} in flight, seed {cfg['seed']}; {_server_desc(cfg, m)}; "
-        f"{cfg['runs']} runs per cell, queues alternated run by run. Cells: median (min–max).",
+        f"{_runs_desc(cfg)}, queues alternated run by run. Cells: median (min–max); server "
+        f"CPU s per 1k tok: the measured server's processes, all threads, over the client's main "
+        f"run; reader CPU: the threads that read the queue (with step timing).",
         "",
     ]
+    conf = result.get("confinement")
+    if conf and (conf.get("server_cpus") or conf.get("quota_cpus") is not None):
+        lines += [f"CPU confinement: {Confinement.from_record(conf).describe()}.", ""]
     head = "| setting | queue | " + " | ".join(c[1] for c in COLUMNS) + " | runs |"
     lines += [head, "|" + "---|" * (len(COLUMNS) + 3)]
     for setting in cfg["settings"]:
@@ -208,6 +234,12 @@ def format_markdown(result: dict) -> str:
         lines += ["", f"{len(errors)} failed run(s): " + "; ".join(
             f"{r['setting']}/{r['queue']}/{r['run']}: {r['error']}" for r in errors)]
     return "\n".join(lines)
+
+
+def _runs_desc(cfg: dict) -> str:
+    per = cfg.get("runs_by_setting") or {}
+    other = [s for s in cfg["settings"] if per.get(s, cfg["runs"]) != cfg["runs"]]
+    return f"{cfg['runs']} runs per cell" + "".join(f", {per[s]} in {s}" for s in other)
 
 
 def _server_desc(cfg: dict, m: dict) -> str:
@@ -356,7 +388,7 @@ def plot(result: dict, path: str) -> None:
     where = (f"{m.get('cpus_allowed')} CPUs" if cfg.get("device", "cpu") == "cpu"
              else f"{(m.get('gpus') or ['GPU'])[0].split(',')[0]}, {m.get('cpus_allowed')} CPUs")
     fig.suptitle(f"vllm serve -tp {cfg.get('tp', 2)} ({m.get('versions', {}).get('vllm')}), {where}, "
-                 f"load {load} (start/end): median of {cfg['runs']} runs, bars min–max", fontsize=11)
+                 f"load {load} (start/end): median of {_runs_desc(cfg)}, bars min–max", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -104,8 +104,10 @@ class VllmServer:
 
     def __init__(self, *, vllm: str, model: Path, ipc: str, workdir: Path, env: dict,
                  max_model_len: int, extra_args: list[str] | None = None, name: str | None = None,
-                 tp: int = 2, args: list[str] | None = None):
+                 tp: int = 2, args: list[str] | None = None, prefix: list[str] | None = None):
         self.vllm, self.model, self.ipc = vllm, model, ipc
+        # what runs the command on the server's CPUs and in its cgroup (bench/serve_confine.py)
+        self.prefix = list(prefix or [])
         self.name = name or ipc
         self.workdir = workdir
         self.log_path = workdir / f"serve-{self.name}.log"
@@ -149,7 +151,7 @@ class VllmServer:
         env = dict(self.env, TMPDIR=self.tmpdir, VLLM_RPC_BASE_PATH=self.tmpdir)
         self._t_launch = time.monotonic()
         with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(self.prefix + self.command(), stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         self.sid = self.proc.pid
 

@@ -1,7 +1,8 @@
 """Time every MessageQueue enqueue and dequeue in a vLLM server, whichever queue class it uses.
 
-A vLLM general plugin (entry point ``rdmaq_bench_steptime``) for ``rdmaq bench serve``: with
-``RDMAQ_BENCH_STEPTIME_DIR=<dir>`` set, it wraps ``enqueue``, ``dequeue`` and
+For ``rdmaq bench serve``, switched on by rdmaq's vLLM plugin (rdmaq/vllm/plugin.py), which
+imports this module only where ``RDMAQ_BENCH_STEPTIME_DIR=<dir>`` is set (the harness sets it
+for its servers): it wraps ``enqueue``, ``dequeue`` and
 ``create_from_handle`` of vLLM's ``MessageQueue`` and of rdmaq's subclass, in every process
 vLLM starts. Each call leaves two CLOCK_MONOTONIC stamps (entry, return) and a tag (the RPC
 method name of a broadcast, or ``response``); the same wrapper times both queues, so the

@@ -91,6 +91,7 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 	const int64_t *iv = c->sorted;
 	int64_t lo, hi, med, budget, due, guard;
 
+	c->lost = false; /* a new window */
 	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
 		return false;
 	if (c->skip) {
@@ -131,6 +132,16 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 	return true;
 }
 
+bool rdmaq_cadence_due(const struct rdmaq_cadence *c, int64_t now, int64_t ns)
+{
+	int64_t due;
+
+	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
+		return false;
+	due = c->last_stamp + c->offset;
+	return due + c->sorted[0] - now < ns && now - (due + c->sorted[c->n - 1]) < ns;
+}
+
 bool rdmaq_cadence_far(const struct rdmaq_cadence *c, int64_t now, int64_t ns)
 {
 	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
@@ -162,10 +173,15 @@ void rdmaq_cadence_preempted(struct rdmaq_cadence *c)
 	c->backoff =
 		c->backoff * 2 < RDMAQ_CAD_BACKOFF_MAX ? c->backoff * 2 : RDMAQ_CAD_BACKOFF_MAX;
 	c->clean = 0;
+	c->lost = true;
 }
 
 void rdmaq_cadence_clean(struct rdmaq_cadence *c)
 {
+	/* A window whose nap woke late still spins and may find its message:
+	 * counted clean, it would start the run the preemption just ended. */
+	if (c->lost)
+		return;
 	if (++c->clean < RDMAQ_CAD_CLEAN_RUN)
 		return;
 	c->clean = 0;

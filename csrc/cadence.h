@@ -49,6 +49,7 @@ struct rdmaq_cadence {
 	uint32_t skip;	  /* messages left with anticipation off */
 	uint32_t backoff; /* skip after the next preempted spin */
 	uint32_t clean;	  /* windows since the last preempted one */
+	bool lost;	  /* the window under way lost its CPU (maybe in its nap): not clean */
 };
 
 /* Where the next message is expected, in this reader's clock. */
@@ -72,6 +73,12 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
  * rhythm learnt and the shortest recent interval still that far away.
  */
 bool rdmaq_cadence_far(const struct rdmaq_cadence *c, int64_t now, int64_t ns);
+/*
+ * Can the next message come within `ns` of `now`?  True only with a rhythm
+ * learnt, the shortest recent interval no further than that, and the
+ * longest not passed by more than `ns` (a writer that paused is not due).
+ */
+bool rdmaq_cadence_due(const struct rdmaq_cadence *c, int64_t now, int64_t ns);
 /* A nap asked to end at `asked` ended at `woke`. */
 void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke);
 /* How much earlier than the window a nap ends: our expected lateness and its spread. */
@@ -83,6 +90,7 @@ int64_t rdmaq_cadence_margin(const struct rdmaq_cadence *c);
  * windows through is not probed every few messages.
  */
 void rdmaq_cadence_preempted(struct rdmaq_cadence *c);
+/* A window met its message without losing its CPU, in its nap or its spin. */
 void rdmaq_cadence_clean(struct rdmaq_cadence *c);
 
 #endif

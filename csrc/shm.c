@@ -89,7 +89,7 @@ static int shm_sleep_block(void *ep, int64_t timeout_ns)
 
 	if (ret == -EINTR)
 		return rdmaq_set_err(ret, "interrupted by a signal");
-	return ret < 0 ? rdmaq_set_err(ret, "futex wait: %s", strerror(-ret)) : 0;
+	return ret < 0 ? rdmaq_set_err(ret, "futex wait: %s", strerror(-ret)) : ret;
 }
 
 static void shm_sleep_finish(void *ep)

@@ -80,7 +80,8 @@ void rdmaq_verbs_ep_finish(struct rdmaq_verbs_ep *ep)
 /*
  * fds[0..RDMAQ_VERBS_EP_NFDS) are filled in here; the nlive after them are
  * the caller's liveness sockets (fd -1 = skip), whose revents the caller
- * inspects.  A signal ends the wait with -EINTR: the caller returns to
+ * inspects.  1 when the timeout passed with nothing to wake it, 0 after an
+ * event.  A signal ends the wait with -EINTR: the caller returns to
  * Python, which runs the handler and calls again with the time left.
  */
 int rdmaq_verbs_ep_block(struct rdmaq_verbs_ep *ep, struct pollfd *fds, uint32_t nlive,
@@ -116,5 +117,5 @@ int rdmaq_verbs_ep_block(struct rdmaq_verbs_ep *ep, struct pollfd *fds, uint32_t
 		ret = rdmaq_verbs_hub_event(hub);
 	if (fds[RDMAQ_VERBS_EP_ASYNC].revents & POLLIN)
 		rdmaq_verbs_hub_async(hub);
-	return ret;
+	return ret ? ret : n == 0; /* 1: the timeout passed */
 }

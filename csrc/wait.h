@@ -22,7 +22,8 @@
 /*
  * How an endpoint blocks.  prepare() announces the sleep (so peers know to
  * wake us), the caller re-checks its condition, then block() sleeps until a
- * wake-up, the timeout or an interrupt; finish() retracts the announcement.
+ * wake-up (0), the timeout (1) or an interrupt (<0); finish() retracts the
+ * announcement.
  * check_peer() reports a dead peer as -EOWNERDEAD with rdmaq_errmsg() set.
  */
 struct rdmaq_wait_ops {
@@ -56,6 +57,12 @@ struct rdmaq_waiter {
 	int64_t settle_far_ns;
 	/* Under evaluation (RDMAQ_BUSY_SPIN_US): spin this long even on an oversubscribed CPU. */
 	uint32_t busy_spin_ns;
+	/* Policy "auto": spin up to this long while the CPU is not contended and the next
+	 * message can come within it, in place of napping (0: policy "efficient"). */
+	uint32_t free_spin_ns;
+	/* Under evaluation (RDMAQ_FREE_SPIN_BUSY=1): the free spin also on a contended CPU,
+	 * through preemptions, as vLLM's readers spin. */
+	bool free_spin_busy;
 	struct rdmaq_slice slice;
 	int64_t met_ns; /* when the last wait's condition was seen to hold */
 	enum rdmaq_wait_how how;

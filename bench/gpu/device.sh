@@ -12,6 +12,16 @@
 #                                       SWEEP=ab resumes the A/B instead
 #   bench/gpu/device.sh ab              the A/B of rdmaq's waiting under CPU hogs (docs/benchmarks.md:
 #                                       AB_QUEUES, AB_SETTINGS), servers kept, like sweep
+#   bench/gpu/device.sh step            rdmaq bench step on the GPU: TP 4 and 8 ranks sharing it,
+#                                       rdmaq-shm, vllm, vllm-spinloop, idle and hogs, 3 runs,
+#                                       cut at $DEADLINE - 60 s (rebuilds rdmaq into $DEST/site
+#                                       when the setup's copy is older than this one)
+#   bench/gpu/device.sh cpuset          the servers confined as in a container, on a cpuset:
+#                                       --server-cpus $SERVER_CPUS (4), settings idle, hogs,
+#                                       hogs-ingroup (CONTAINER_SETTINGS), servers kept, like
+#                                       sweep (SWEEP=cpuset resumes it)
+#   bench/gpu/device.sh quota           the same with a CPU quota instead: --server-quota
+#                                       $SERVER_QUOTA (4; cgroup v2, root), SWEEP=quota
 #   bench/gpu/device.sh restore FILE    a sweep's last part brought back (sweep-partN.tgz, carried
 #                                       in the repository copy) into $DEST/sweep, for `resume` on
 #                                       a new machine (new servers are started)
@@ -19,7 +29,8 @@
 #
 # Results are written under $DEST (outside the repository copy: kept between calls while the
 # machine is held) and each step copies them into $OUT (at most 8 files; the tool brings them
-# back). Exit status: the step's (rdmaq bench serve: 3 = runs left for `resume`).
+# back). Exit status: the step's (rdmaq bench serve: 3 = runs left for `resume`). SERVE_ARGS:
+# more `rdmaq bench serve` arguments for every step (as the step's own extra arguments are).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -53,7 +64,17 @@ pack() {  # pack DIR NAME
 
 bench() {  # bench ARGS...: rdmaq bench serve from the payload (not the source tree's rdmaq/)
   # a SIGTERM before the call's end: the harness stops (servers kept) and the step still packs
-  (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench serve "$@")
+  # shellcheck disable=SC2086  # SERVE_ARGS: words on purpose
+  (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench serve "$@" ${SERVE_ARGS:-})
+}
+
+install_rdmaq() {  # this copy's rdmaq into $DEST/site
+  local t
+  t=$(date +%s)
+  "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --upgrade \
+    --target "$DEST/site" "$REPO" >"$DEST/pip-rdmaq.log" 2>&1 ||
+    { tail -30 "$DEST/pip-rdmaq.log"; say "building rdmaq failed"; exit 1; }
+  say "rdmaq built into $DEST/site in $(( $(date +%s) - t )) s"
 }
 
 parts() {  # the parts a sweep directory's results.json records
@@ -69,11 +90,7 @@ case $step in
   setup)
     "$PY" "$REPO/bench/gpu/unpack.py" --dest "$DEST" --require-complete || exit 1
     payload_env
-    t=$(date +%s)
-    "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --upgrade \
-      --target "$DEST/site" "$REPO" >"$DEST/pip-rdmaq.log" 2>&1 ||
-      { tail -30 "$DEST/pip-rdmaq.log"; say "building rdmaq failed"; exit 1; }
-    say "rdmaq built into $DEST/site in $(( $(date +%s) - t )) s"
+    install_rdmaq
     for shape in tiny llama-3.2-1b; do
       [ -f "$DEST/models/$shape/config.json" ] ||
         "$PY" "$REPO/tests/vllm/make_tiny_llama.py" "$DEST/models/$shape" --shape "$shape" \
@@ -102,6 +119,30 @@ case $step in
       --settings "${AB_SETTINGS:-hogs,hogs-sessions}" --num-prompts 64 --gpu-memory-utilization 0.15 \
       --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
     rc=$?; pack "$DEST/ab" "ab-part$(parts "$DEST/ab")"; exit $rc ;;
+  step)
+    # barrier amplification of a TP step, the ranks sharing the one GPU (rdmaq bench step);
+    # STEP_TP, STEP_QUEUES, STEP_SETTINGS, STEP_WORK_US, STEP_STEPS, STEP_RUNS change the defaults
+    payload_env
+    for f in "$REPO"/bench/step*.py "$REPO"/bench/cli.py; do  # an older setup's rdmaq: build again
+      cmp -s "$f" "$DEST/site/rdmaq/bench/$(basename "$f")" || { install_rdmaq; break; }
+    done
+    rm -rf "$DEST/step" && mkdir -p "$DEST/step"
+    (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench step --device cuda \
+       --tp "${STEP_TP:-4,8}" --queues "${STEP_QUEUES:-rdmaq-shm,vllm,vllm-spinloop}" \
+       --settings "${STEP_SETTINGS:-idle,hogs}" --work-us "${STEP_WORK_US:-300}" \
+       --steps "${STEP_STEPS:-2000}" --runs "${STEP_RUNS:-3}" --deadline $((DEADLINE - 60)) \
+       --json "$DEST/step/results.json" --markdown "$DEST/step/summary.md" \
+       --label "${LABEL:-H200}" "${@:2}") 2>&1 | tee "$DEST/step/log.txt"
+    rc=${PIPESTATUS[0]}; pack "$DEST/step" step; exit "$rc" ;;
+  cpuset|quota)
+    payload_env
+    if [ "$step" = cpuset ]; then confine=(--server-cpus "${SERVER_CPUS:-4}")
+    else confine=(--server-quota "${SERVER_QUOTA:-4}"); fi
+    rm -rf "${DEST:?}/$step"
+    bench --device cuda --model "$DEST/models/llama-3.2-1b" --out "$DEST/$step" "${confine[@]}" \
+      --settings "${CONTAINER_SETTINGS:-idle,hogs,hogs-ingroup}" --num-prompts 64 \
+      --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
+    rc=$?; pack "$DEST/$step" "$step-part$(parts "$DEST/$step")"; exit $rc ;;
   resume)
     payload_env
     dir=$DEST/${SWEEP:-sweep}

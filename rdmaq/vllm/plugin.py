@@ -15,7 +15,11 @@ workers), before any MessageQueue exists.  It
 2. when ``RDMAQ_DISTRIBUTED_IPC=rdmaq`` (also the way to choose it for offline
    ``LLM(...)``), replaces ``MessageQueue`` in ``shm_broadcast``,
    ``v1.executor.multiproc_executor`` and ``v1.executor.ray_executor_v2``
-   (now, or when they are imported later).
+   (now, or when they are imported later);
+3. when ``RDMAQ_BENCH_STEPTIME_DIR`` is set (``rdmaq bench serve`` sets it for its
+   servers), switches on the benchmark's step timing (``rdmaq.bench.steptime``).
+   Elsewhere nothing of the benchmark is imported: a user's ``vllm serve`` loads
+   the queue and nothing else.
 
 The default stays vLLM's own queue.  Importing this module never fails; with
 vLLM absent or an untested version ``register()`` logs and does nothing.
@@ -42,6 +46,8 @@ ENV = "RDMAQ_DISTRIBUTED_IPC"
 # The variable's first name, still read. vLLM warns "Unknown vLLM environment variable
 # detected" for every VLLM_* name its own table lacks, so the plugin's is RDMAQ_*.
 OLD_ENV = "VLLM_DISTRIBUTED_IPC"
+# set by `rdmaq bench serve` for its servers: where its step timing writes (bench/steptime.py)
+BENCH_STEPTIME_ENV = "RDMAQ_BENCH_STEPTIME_DIR"
 CHOICES = ("shm", "rdmaq")
 FLAG = "--distributed-ipc"
 
@@ -96,6 +102,21 @@ def supported_vllm() -> bool:
 
 def register() -> None:
     """vLLM general-plugin hook; idempotent and safe to call in any process."""
+    _register_queue()
+    if os.environ.get(BENCH_STEPTIME_ENV):
+        _register_step_timing()
+
+
+def _register_step_timing() -> None:
+    """The benchmark's MessageQueue stamps, in a server `rdmaq bench serve` started."""
+    try:
+        # by name: rdmaq.bench is bench/ of the source tree, mapped into the package
+        importlib.import_module("rdmaq.bench.steptime").register()
+    except Exception:
+        logger.exception("rdmaq vLLM plugin: the benchmark's step timing is not installed")
+
+
+def _register_queue() -> None:
     try:
         if not supported_vllm():
             return

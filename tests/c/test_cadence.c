@@ -121,6 +121,15 @@ static void test_preempted_spin_backs_off_exponentially(void)
 	}
 }
 
+/* A window asked for (wait.c asks before each), then met cleanly. */
+static void clean_window(struct rdmaq_cadence *c)
+{
+	struct rdmaq_cad_window w;
+
+	rdmaq_cadence_window(c, 0, &w);
+	rdmaq_cadence_clean(c);
+}
+
 static void test_clean_windows_earn_the_backoff_back_slowly(void)
 {
 	struct rdmaq_cadence c;
@@ -131,10 +140,51 @@ static void test_clean_windows_earn_the_backoff_back_slowly(void)
 	rdmaq_cadence_preempted(&c);
 	high = c.backoff;
 	for (uint32_t i = 0; i < RDMAQ_CAD_CLEAN_RUN - 1; i++)
-		rdmaq_cadence_clean(&c);
+		clean_window(&c);
 	CHECK(c.backoff == high);
-	rdmaq_cadence_clean(&c);
+	clean_window(&c);
 	CHECK(c.backoff == high / 2);
+}
+
+/* 10 clean windows, a preemption, 15 clean: the run starts again at the preemption,
+ * so the back-off it doubled stays. */
+static void test_a_preemption_starts_the_clean_run_again(void)
+{
+	struct rdmaq_cadence c;
+	uint32_t after;
+
+	rdmaq_cadence_init(&c);
+	for (int i = 0; i < 10; i++)
+		clean_window(&c);
+	rdmaq_cadence_preempted(&c);
+	after = c.backoff;
+	for (uint32_t i = 0; i < RDMAQ_CAD_CLEAN_RUN - 1; i++)
+		clean_window(&c);
+	CHECK(c.backoff == after);
+	clean_window(&c);
+	CHECK(c.backoff == after / 2);
+}
+
+/* The same when the preempted window's spin then met its message (its nap woke late):
+ * that window is not one of the clean run. */
+static void test_a_window_preempted_in_its_nap_is_not_clean(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	uint32_t after;
+
+	rdmaq_cadence_init(&c);
+	for (int i = 0; i < 10; i++)
+		clean_window(&c);
+	rdmaq_cadence_window(&c, 0, &w);
+	rdmaq_cadence_preempted(&c); /* the nap woke late */
+	rdmaq_cadence_clean(&c);     /* the spin met the message */
+	after = c.backoff;
+	for (uint32_t i = 0; i < RDMAQ_CAD_CLEAN_RUN - 1; i++)
+		clean_window(&c);
+	CHECK(c.backoff == after);
+	clean_window(&c);
+	CHECK(c.backoff == after / 2);
 }
 
 static void test_late_naps_start_earlier(void)
@@ -269,6 +319,8 @@ int main(void)
 	test_late_reader_blocks_as_usual();
 	test_preempted_spin_backs_off_exponentially();
 	test_clean_windows_earn_the_backoff_back_slowly();
+	test_a_preemption_starts_the_clean_run_again();
+	test_a_window_preempted_in_its_nap_is_not_clean();
 	test_late_naps_start_earlier();
 	test_transit_is_the_fastest_seen();
 	test_the_sorted_history_follows_the_ring();

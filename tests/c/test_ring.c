@@ -3,9 +3,10 @@
  * The C core without Python, built under AddressSanitizer + UBSan and
  * under ThreadSanitizer (tests/c/Makefile); tests/core/test_c_core.py runs it.
  *
- * One writer thread broadcasts to N reader threads over the shm transport
- * (threads, not processes, so TSan sees both sides of every access); each
- * reader checks order and content.  Exit 0 pass, 1 fail (liburing style).
+ * One writer thread broadcasts to N reader threads over the shm transport;
+ * each reader checks order and content.  Threads, not processes, and the
+ * segment mapped at one address for all of them (one_mapping.c), so TSan
+ * sees both sides of every access.  Exit 0 pass, 1 fail (liburing style).
  */
 #include <errno.h>
 #include <pthread.h>

@@ -32,6 +32,11 @@ bool rdmaq_cpu_busy(int64_t now_ns)
 	return busy;
 }
 
+void rdmaq_cpu_busy_preempted(int64_t now_ns)
+{
+	(void)now_ns;
+}
+
 /* A message landing at `at_ns`; `late_ns`: how much later than asked a nap ends;
  * `woke_ns`: when the first block (the nap) ended: on a loaded machine, maybe well
  * after it asked. */
@@ -218,6 +223,23 @@ static void test_a_nap_that_ends_late_backs_anticipation_off(void)
 	}
 }
 
+/* A window whose nap woke late lost its CPU, even when its spin then meets the message:
+ * it does not count as clean (test_cadence.c: the back-off it doubled stays). */
+static void test_a_window_whose_nap_ends_late_is_not_clean(void)
+{
+	struct rdmaq_cad_window w = setup();
+
+	/* the nap ends 700 us late, inside the 1 ms window; the message lands 100 us after */
+	msg = (struct message){ .at_ns = w.spin_from + 800 * US, .late_ns = 700 * US };
+	began = rdmaq_now_ns();
+	CHECK(rdmaq_wait_next(&wt, &cad, NULL, landed, &msg, -1) == 0);
+	if (!in_time(&w))
+		return;
+	/* unless the machine made the nap so late that it missed the window */
+	if (stats.preempted == 1 && stats.windows == 1)
+		CHECK(cad.clean == 0);
+}
+
 /* A nap is a block like any other: it asks for the short slice, so that the wake-up
  * that ends it early preempts whatever runs (test_wait.c: the plain block). */
 static void test_a_nap_asks_for_the_short_slice(void)
@@ -303,6 +325,7 @@ int main(void)
 	test_no_nap_for_a_window_about_to_open();
 	test_a_busy_cpu_opens_no_window();
 	test_a_nap_that_ends_late_backs_anticipation_off();
+	test_a_window_whose_nap_ends_late_is_not_clean();
 	test_no_block_outlasts_the_deadline();
 	test_a_nap_gives_the_slice_back_when_asked(); /* first: nothing left the slice short */
 	test_a_nap_asks_for_the_short_slice();

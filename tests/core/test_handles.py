@@ -101,3 +101,31 @@ def test_get_on_raw_bytes_then_recv_mismatch_is_clear():
         with pytest.raises(ValueError, match="not an rdmaq object message"):
             r.recv(timeout=5)
         r.close()
+
+
+# A pattern anchored with $ also matches before a trailing newline: every text
+# field of a handle must refuse one with a ValueError naming it (not reach the
+# transport and come back as a queue not found).
+@pytest.mark.parametrize("field", ["name", "boot_id"])
+def test_shm_handle_field_with_a_trailing_newline_is_refused(field):
+    with rdmaq.Writer(1, transport="shm") as w:
+        info = dataclasses.replace(w.handle.info, **{field: getattr(w.handle.info, field) + "\n"})
+        with pytest.raises(ValueError, match=f"corrupt shm handle: field 'info.{field}'"):
+            rdmaq.Reader(rdmaq.Handle("shm", 1, info), 0)
+
+
+VERBS_INFO = VerbsInfo(proto=1, endpoint="tcp://127.0.0.1:5555", live=("127.0.0.1", 5556),
+                       queue="ab" * 8, writer=bytes(16), pid=1234, host="node1", device="mlx5_0",
+                       gid="00" * 16, slot_bytes=4096, slots=64, max_message=1 << 20)
+
+
+@pytest.mark.parametrize("field", ["endpoint", "live", "queue", "host", "device", "gid"])
+def test_verbs_handle_field_with_a_trailing_newline_is_refused(field):
+    from rdmaq.transport.verbs import wire
+
+    wire.handle_info(VERBS_INFO, 1)  # the untouched info is good
+    value = getattr(VERBS_INFO, field)
+    value = (value[0] + "\n", value[1]) if field == "live" else value + "\n"
+    with pytest.raises(wire.Bad) as e:
+        wire.handle_info(dataclasses.replace(VERBS_INFO, **{field: value}), 1)
+    assert e.value.field.startswith(f"info.{field}"), e.value

@@ -35,11 +35,13 @@ def _can_unshare():
 
 
 SMALL_SHM_CHILD = textwrap.dedent("""
+    import os
     import rdmaq
     try:
         rdmaq.Writer(4, transport="shm")  # 4 MiB ring
     except rdmaq.SharedMemoryFullError as e:
         print("REFUSED", e, flush=True)
+    print(sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"rdmaq-{os.getpid()}-")))
 """)
 
 
@@ -51,7 +53,9 @@ def test_full_dev_shm_is_an_error_at_creation_naming_the_fix():
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])  # no SIGBUS
     assert p.stdout.startswith("REFUSED"), p.stdout + p.stderr
-    assert "--shm-size" in p.stdout and "--ipc=host" in p.stdout and "MiB" in p.stdout
+    refused, left = p.stdout.splitlines()
+    assert "--shm-size" in refused and "--ipc=host" in refused and "MiB" in refused
+    assert left == "[]", "the refused writer left its segment's name in /dev/shm"
 
 
 def test_reader_that_closes_before_ready_is_skipped():

@@ -2,7 +2,8 @@
 
 ``stats``: ``wakeups`` counts wake-ups an endpoint sent to its peers,
 ``sleeps`` waits that blocked in the kernel, ``spins`` waits that ended
-while spinning.  The promise (README): an idle reader costs ~0 CPU, and a
+while spinning, ``expired`` blocks that ended when their time ran out rather
+than by a wake-up.  The promise (README): an idle reader costs ~0 CPU, and a
 writer wakes only readers that actually sleep.  On shm the writer looks at
 the reader's `sleeping` flag; on verbs every flush carries its doorbell
 (WRITE_WITH_IMM, docs/verbs.md: a remote flag would cost a round trip), and
@@ -121,9 +122,10 @@ def test_sleeping_reader_is_woken(transport):
 def test_spin_us_0_every_wait_blocks_and_every_sleeper_is_woken(transport):
     """spin_us=0: no spinning at all, on either side; each of the 400 round
     trips needs a wake-up (a lost one costs a 100 ms slice: the limit fails it).
-    The reader's cadence windows are off too: a steady ping-pong may open one,
-    and its spin counts in ``spins`` (spin_us bounds only the plain spin)."""
-    w, r = _pair(transport, spin_us=0, writer_spin_us=0, anticipate=False)
+    The reader's cadence windows and its free spin (policy "efficient") are off
+    too: a steady ping-pong may open one, and its spin counts in ``spins``
+    (spin_us bounds only the plain spin)."""
+    w, r = _pair(transport, spin_us=0, writer_spin_us=0, anticipate=False, policy="efficient")
     try:
         w0, r0 = w.stats, r.stats
         _ping_pong(w, r, ROUNDS)
@@ -167,6 +169,70 @@ def test_idle_reader_sleeps_instead_of_spinning(transport):
         with pytest.raises(TimeoutError):
             r.get(timeout=0.3)
         assert sleeps(r) > before and r.stats["spins"] == 0
+    finally:
+        r.close()
+        w.close()
+
+
+# ---------------------------------------------------------------- close wakes every sleeper
+# A close that misses a sleeper is no hang: the sleeper's liveness slice runs out
+# (100 ms) and it finds the queue closed.  So these tests do not time anything:
+# each blocked call must end by the close's wake-up, none by a block expiring.
+
+def _blocked_gets(readers):
+    return [blocked_call(r, lambda r=r: r.get(timeout=60), f"reader {i}'s get")
+            for i, r in enumerate(readers)]
+
+
+def test_writer_close_wakes_every_blocked_reader():
+    w = rdmaq.Writer(3, transport="shm")
+    readers = [rdmaq.Reader(w.handle, i, spin_us=0, anticipate=False) for i in range(3)]
+    try:
+        w.wait_ready(timeout=60)
+        for r in readers:
+            r.wait_ready(timeout=60)
+        calls = _blocked_gets(readers)
+        expired = [r.stats["expired"] for r in readers]
+        w.close()
+        for i, (t, box) in enumerate(calls):
+            t.join(60)
+            assert isinstance(box.get("error"), rdmaq.PeerClosedError), (i, box)
+        assert [r.stats["expired"] for r in readers] == expired, "a get woke only when its block expired"
+    finally:
+        for r in readers:
+            r.close()
+        w.close()
+
+
+def test_reader_close_from_another_thread_wakes_its_blocked_get():
+    with rdmaq.Writer(2, transport="shm") as w:
+        readers = [rdmaq.Reader(w.handle, i, spin_us=0, anticipate=False) for i in range(2)]
+        w.wait_ready(timeout=60)
+        for r in readers:
+            r.wait_ready(timeout=60)
+        calls = _blocked_gets(readers)
+        expired = [r.stats["expired"] for r in readers]
+        for r in readers:
+            r.close()
+        for i, (t, box) in enumerate(calls):
+            t.join(60)
+            assert isinstance(box.get("error"), rdmaq.ClosedError), (i, box)
+        assert [r.stats["expired"] for r in readers] == expired, "a get woke only when its block expired"
+
+
+def test_writer_close_from_another_thread_wakes_its_blocked_put():
+    w = rdmaq.Writer(1, transport="shm", slot_bytes=256, slots=4, spin_us=0)
+    r = rdmaq.Reader(w.handle, 0)
+    try:
+        w.wait_ready(timeout=60)
+        for i in range(4):  # the ring is full: the next put waits for credit
+            w.put(bytes([i]), timeout=60)
+        t, box = blocked_call(w, lambda: w.put(b"x", timeout=60), "put on a full ring")
+        expired = w.stats["expired"]
+        w.close()
+        t.join(60)
+        assert isinstance(box.get("error"), rdmaq.ClosedError), box
+        assert w.stats["expired"] == expired, "the put woke only when its block expired"
     finally:
         r.close()
         w.close()

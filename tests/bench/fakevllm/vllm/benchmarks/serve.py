@@ -43,6 +43,7 @@ def _one(base_url, model, n_tokens):
 def main(args):
     if os.environ.get("FAKE_VLLM_CLIENT_FAIL"):
         raise SystemExit(7)
+    print(f"fake vllm bench serve cpus: {sorted(os.sched_getaffinity(0))}", flush=True)
     print("Starting initial single prompt test run...", flush=True)
     _one(args.base_url, args.model, 2)
     print("Starting main benchmark run...", flush=True)
@@ -60,7 +61,8 @@ def main(args):
     print("============ Serving Benchmark Result ============", flush=True)
     q = statistics.quantiles
     result = {"completed": args.num_prompts, "failed": 0, "duration": duration,
-              "output_throughput": tokens / duration, "request_throughput": args.num_prompts / duration}
+              "total_output_tokens": tokens, "output_throughput": tokens / duration,
+              "request_throughput": args.num_prompts / duration}
     for name, xs in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2e)):
         cuts = q(xs, n=100) if len(xs) > 1 else xs * 99
         result |= {f"p50_{name}_ms": statistics.median(xs), f"p99_{name}_ms": cuts[98],
