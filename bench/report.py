@@ -66,6 +66,38 @@ def _row_head(row, machine, w=12) -> str:
             f"{row['attackers']:>4}{('y' if row['tokenizer_attacker'] else 'n'):>4}")
 
 
+def baselines_line(result: dict) -> str:
+    """Which of vLLM's queues this run compared against, and why any other did not run: every
+    ratio is against the better of those that ran, so a missing one changes what they mean."""
+    ran = [q for q in BASELINES if any(c["queue"] == q for c in result.get("cells", []))]
+    skipped = result.get("skipped") or {}
+    parts = [f"{q} ran" for q in ran]
+    for q in BASELINES:
+        if q in ran:
+            continue
+        why = skipped.get(q) or "not in --queues"
+        parts.append(f"{q} skipped ({why})")
+    if not ran:
+        parts.append("nothing is compared")
+    return "vLLM baselines: " + "; ".join(parts)
+
+
+# vLLM's MessageQueue readers spin this long after their last message, then block
+VLLM_SPIN_AFTER_LAST_S = 1.0
+IDLE_NOTE = (f"vLLM's readers spin for {VLLM_SPIN_AFTER_LAST_S:g} s after their last message "
+             "and then block: a late half past that spin shows them at ~0; while serving, a "
+             "step follows the last within that second, so they spin the whole generation")
+
+
+def idle_window_too_short(result: dict) -> str | None:
+    """Say so where the idle window's second half lies within vLLM's spin after its last message."""
+    windows = {c["idle"]["window_s"] for c in result.get("cells", []) if c.get("idle")}
+    if windows and min(windows) < 2 * VLLM_SPIN_AFTER_LAST_S:
+        return (f"idle window {min(windows):g} s: shorter than {2 * VLLM_SPIN_AFTER_LAST_S:g} s, "
+                f"both halves lie within vLLM's {VLLM_SPIN_AFTER_LAST_S:g} s spin (--idle-window)")
+    return None
+
+
 def format_tables(result: dict) -> str:
     m = result["machine"]
     w = max([12] + [len(c["queue"]) + 1 for c in result["cells"]])
@@ -75,6 +107,7 @@ def format_tables(result: dict) -> str:
     lines.append(f"# rdmaq bench on {m.get('label') or m.get('hostname')}: {m.get('cpu_model')}, "
                  f"{m.get('cpus_allowed')} cpus, kernel {m.get('kernel')}, python {m.get('python')}, "
                  f"load {' '.join(f'{x:.2f}' for x in m.get('loadavg_start', []))}")
+    lines.append(f"# {baselines_line(result)}")
     lines.append("# one writer, N reader processes; latency = reader's return from dequeue - writer's "
                  "CLOCK_MONOTONIC stamp before enqueue")
     lines.append("# per message: max over readers (a TP step waits for its slowest worker); "
@@ -104,6 +137,10 @@ def format_tables(result: dict) -> str:
     lines.append(hr)
     lines.append("# idle window (no messages; readers blocked in dequeue): CPU% per reader, mean "
                  "[early half / late half of the window]")
+    lines.append(f"# {IDLE_NOTE}")
+    short = idle_window_too_short(result)
+    if short:
+        lines.append(f"# {short}")
     for cell in result["cells"]:
         idle = cell.get("idle")
         if not idle:
@@ -276,6 +313,7 @@ def format_markdown(result: dict) -> str:
     m = result["machine"]
     out = []
     queues = [q for q in dict.fromkeys(c["queue"] for c in result["cells"]) if q not in BASELINES]
+    out.append(f"{baselines_line(result)}\n")
     for (rd, ck), cells in group_cells(result["cells"]).items():
         by_q = {c["queue"]: c for c in cells}
         bases = [q for q in BASELINES if q in by_q]
@@ -325,4 +363,7 @@ def format_markdown(result: dict) -> str:
             for c in cells if c.get("idle"))
         out.append(f"\nIdle readers (CPU per reader, first / second half of a "
                    f"{cells[0]['idle']['window_s'] if cells[0].get('idle') else '?'} s window): {idle}\n")
+    short = idle_window_too_short(result)
+    if short:
+        out.append(f"Note: {short}.\n")
     return "\n".join(out)

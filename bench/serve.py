@@ -289,7 +289,7 @@ def server_args(cfg: dict) -> list[str]:
 def server_env(queue: str, device: str, steptime_dir: Path | None, stats_dir: Path,
                cpus: list[int] | None = None) -> dict:
     env = dict(os.environ)
-    for k in ("VLLM_DISTRIBUTED_IPC", "VLLM_PLUGINS", "RDMAQ_VLLM_STATS_DIR",
+    for k in ("RDMAQ_DISTRIBUTED_IPC", "VLLM_DISTRIBUTED_IPC", "VLLM_PLUGINS", "RDMAQ_VLLM_STATS_DIR",
               "RDMAQ_BENCH_STEPTIME_DIR", "TOKENIZERS_PARALLELISM", "VLLM_USE_SPINLOOP_EXT"):
         env.pop(k, None)
     env.update(
@@ -821,8 +821,8 @@ class Sweep:
 def client_env(tmpdir: str) -> dict:
     env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", TMPDIR=tmpdir)
-    for k in ("RDMAQ_BENCH_STEPTIME_DIR", "RDMAQ_VLLM_STATS_DIR", "VLLM_DISTRIBUTED_IPC",
-              "VLLM_USE_SPINLOOP_EXT"):
+    for k in ("RDMAQ_BENCH_STEPTIME_DIR", "RDMAQ_VLLM_STATS_DIR", "RDMAQ_DISTRIBUTED_IPC",
+              "VLLM_DISTRIBUTED_IPC", "VLLM_USE_SPINLOOP_EXT"):
         env.pop(k, None)
     return env
 
@@ -971,8 +971,6 @@ def main(argv=None) -> int:
         if importlib.util.find_spec("matplotlib") is None:
             return fail(PROG, missing_package("matplotlib", "bench"))
         check_plot_format(parser, "--plot", args.plot)
-    if not args.report and importlib.util.find_spec("psutil") is None:
-        return fail(PROG, missing_package("psutil", "bench"))
     from .serve_report import format_markdown, plot
 
     if args.report:
@@ -995,6 +993,10 @@ def main(argv=None) -> int:
     else:
         resolve(args)
         queues, settings = _check(parser, args)
+    # after the arguments: a bad one is exit status 2 whatever is installed
+    if importlib.util.find_spec("psutil") is None:
+        return fail(PROG, missing_package("psutil", "bench"))
+    if not args.resume:
         vllm = find_vllm(args.vllm)
         out = Path(args.out or time.strftime("serve-bench-%Y%m%d-%H%M%S")).resolve()
         out.mkdir(parents=True, exist_ok=True)

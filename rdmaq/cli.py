@@ -69,6 +69,26 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        # argparse reports a subcommand's unknown option from the top parser; name the
+        # subcommand (`rdmaq vllm check: error: ...`), whose --help lists its options
+        ns, rest = self.parse_known_args(args, namespace)
+        if rest:
+            self._chosen(ns).error(f"unrecognized arguments: {' '.join(rest)}")
+        return ns
+
+    def _chosen(self, ns: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost (sub)parser the parsed command line chose."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and action.dest is not argparse.SUPPRESS:
+                sub = action.choices.get(getattr(ns, action.dest, None) or "")
+                if isinstance(sub, ArgumentParser):
+                    return sub._chosen(ns)
+                if isinstance(sub, argparse.ArgumentParser):
+                    return sub
+        return self
+
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)[bB]?\s*$")
 
@@ -102,7 +122,8 @@ def bounded(parse: Callable[[str], int], lo: int, hi: int | None = None) -> Call
 
 def missing_package(module: str, extra: str | None = None) -> str:
     """What to say when a package pip did not install is needed: which, and how to get it."""
-    how = f'pip install "rdmaq[{extra}]"' if extra else f"pip install {module}"
+    # rdmaq is on no package index: its extras install from a checkout
+    how = f'pip install ".[{extra}]" in rdmaq\'s checkout' if extra else f"pip install {module}"
     return f"needs the Python package {module!r}, which is not installed: {how}"
 
 
@@ -182,6 +203,13 @@ def _run(prog: str, target: str, extra: str | None, argv: Sequence[str]) -> int:
         return fail(prog, missing_package(top, extra))
 
 
+def usage_line() -> str:
+    """What bare `rdmaq` says: one line, then the commands (not a screen of options)."""
+    width = max(map(len, SUBCOMMANDS))
+    lines = [f"  {name:<{width}}  {help_text}" for name, (_, help_text, _) in SUBCOMMANDS.items()]
+    return "\n".join(["rdmaq: missing COMMAND (rdmaq COMMAND --help shows its options):", *lines])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = ArgumentParser(
@@ -200,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(__version__)
         return 0
     if args.command is None:
-        parser.print_help(sys.stderr)
+        print(usage_line(), file=sys.stderr)
         return EXIT_USAGE
     prog = f"rdmaq {args.command}"
     target, _, extra = SUBCOMMANDS[args.command]

@@ -5,7 +5,8 @@ imports, else /sys/class/infiniband), checks the memlock limit that memory
 registration needs, whether SoftRoCE (rdma_rxe) could be loaded, which
 rdmaq transports are usable, and what the scheduler gives a waiting reader
 (short slices, tick rate, the idle driver), with advice for each gap.
-``--clean`` removes queues left in /dev/shm by writers killed early.
+``--clean`` removes queues left in /dev/shm by writers killed early, and vLLM's
+``vllm_dist_*`` files whose owner is gone (rdmaq/vllm/leftovers.py).
 """
 import dataclasses
 import json
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import sysfs
+from .vllm import leftovers as vllm_leftovers
 
 SYSFS = sysfs.ROOT
 DEBIAN_DIST = "/usr/lib/python3/dist-packages"
@@ -283,6 +285,7 @@ def collect() -> dict[str, Any]:
     policy, why = waiting_policy(rep["scheduler"]["cpus"], quota,
                                  os.path.exists("/proc/thread-self/schedstat"))
     rep["waiting_policy"] = {"suits": policy, "why": why, "cpu_quota": quota}
+    rep["vllm_leftovers"] = [dataclasses.asdict(lo) for lo in vllm_leftovers.survey()]
     rep["advice"] = advice(rep)
     return rep
 
@@ -334,6 +337,11 @@ def advice(rep: dict[str, Any]) -> list[str]:
     if wp and wp["suits"] != "auto":
         out.append(f"This machine suits the reader waiting policy {wp['suits']!r} ({wp['why']}): "
                    f"RDMAQ_POLICY={wp['suits']}")
+    orphans = [lo for lo in rep.get("vllm_leftovers", []) if lo["why_kept"] is None]
+    if orphans:
+        out.append(f"{len(orphans)} vLLM file(s) left by a server stopped before its cleanup "
+                   "(vllm_dist_*, listed above; vLLM's own, whichever queue it used): "
+                   "`rdmaq doctor --clean` removes them")
     out.append("Run CPU-heavy neighbours you control (tokenizers, data loaders) as SCHED_IDLE "
                "(`chrt --idle 0 CMD`, or os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))) "
                "or in a cgroup with cpu.idle=1: a waking reader or writer then preempts them at once; "
@@ -381,6 +389,12 @@ def render(rep: dict[str, Any]) -> str:
     lines.append("Transports:")
     for name, t in rep["transports"].items():
         lines.append(f"  {name}: {'usable' if t['usable'] else 'NOT usable: ' + (t['why'] or '?')}")
+    left = rep.get("vllm_leftovers", [])
+    lines.append(f"vLLM leftovers (vllm_dist_* in {', '.join(vllm_leftovers.places())}): "
+                 f"{len(left) or 'none'}")
+    for lo in left:
+        lines.append(f"  {lo['path']} ({lo['size']} B): "
+                     + (f"kept, {lo['why_kept']}" if lo["why_kept"] else "its owner is gone"))
     for n in rep["notes"]:
         lines.append(f"note: {n}")
     if rep["advice"]:
@@ -397,7 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     ap.add_argument("--clean", action="store_true",
                     help="first remove shm queues in /dev/shm whose writer died before its readers "
-                         "attached (a live writer's queue is never touched)")
+                         "attached (a live writer's queue is never touched), and vLLM's vllm_dist_* "
+                         "files in /dev/shm and the temporary directory whose owner is gone (no "
+                         "process uses them, no vLLM runs, this user's)")
     args = ap.parse_args(argv)
     if args.clean:
         from rdmaq.transport.shm import sweep_stale
@@ -405,6 +421,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         removed = sweep_stale()
         print(f"removed {len(removed)} stale queue segment(s)"
               + (": " + ", ".join(removed) if removed else ""), file=sys.stderr)
+        gone = vllm_leftovers.remove_orphans(vllm_leftovers.survey())
+        if gone:
+            print(f"removed {len(gone)} vLLM leftover(s) whose owner is gone: {', '.join(gone)}",
+                  file=sys.stderr)
     rep = collect()
     print(json.dumps(rep, indent=2) if args.json else render(rep))
     # 0 when some transport works; 1 when none does.

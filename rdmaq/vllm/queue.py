@@ -7,8 +7,9 @@ other hosts are served by the same ring over RDMA when the verbs transport is
 usable and their reader slots are known, and otherwise by vLLM's own ZMQ TCP
 XPUB/SUB path with vLLM's wire format.
 
-Contract kept (vLLM 0.26, 0.32 and 0.33 ``shm_broadcast.MessageQueue``): constructor,
+Contract kept (vLLM 0.26, 0.32, 0.33 and 0.34 ``shm_broadcast.MessageQueue``): constructor,
 ``export_handle``/``create_from_handle``, ``wait_until_ready``,
+``readable``/``spin_until_readable`` (0.34's EngineCore polls its response queues with them),
 ``enqueue``/``dequeue`` (pickle protocol 5, CPU tensors and numpy arrays as
 out-of-band buffers the reader owns, ``TimeoutError``), ``shutdown()`` from
 another thread (a blocked ``dequeue`` raises ``RuntimeError("cancelled")``),
@@ -29,7 +30,7 @@ import pickle
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -55,6 +56,9 @@ VllmHandle: Any = _sb.Handle
 
 # Same threshold as vLLM: buffers of 1 MiB and more travel out of band.
 OOB_MIN_BYTES = 1024 * 1024
+# The longest spin_until_readable() blocks before it looks at the caller's input queue
+# again (vLLM's remote readers wait 1 ms on their socket between two looks).
+READABLE_WAIT_S = 0.001
 
 
 @dataclass
@@ -214,6 +218,7 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         self._writer = None
         self._reader = None
         self._remote = None
+        self._ready: Any = None  # a message readable() took, which dequeue() returns first
 
     def _finalizer_for(self, endpoints: list[Any]) -> None:
         eps = [e for e in endpoints if e is not None]
@@ -317,8 +322,10 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         if self.shutting_down:
             raise _cancelled()
         get: Callable[..., Any] = self._reader.get if self._reader is not None else self._remote.recv
+        msg, self._ready = self._ready, None
         try:
-            msg = self._wait(get, timeout, indefinite)
+            if msg is None:
+                msg = self._wait(get, timeout, indefinite)
         except rdmaq.ClosedError:
             raise _cancelled() from None
         if self._reader is not None:
@@ -327,6 +334,38 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         frames = msg
         self._stats.count(sum(len(f) for f in frames))
         return pickle.loads(frames[0], buffers=frames[1:])
+
+    @_vllm_unless_rdmaq
+    def readable(self) -> bool:
+        """Whether a dequeue() would return at once; never blocks.  A message that
+        arrived is taken off the ring now and kept for that dequeue()."""
+        return self._take(0.0)
+
+    @_vllm_unless_rdmaq
+    def spin_until_readable(self, pending: Sized, deadline: float) -> None:
+        """Wait until a message is readable, ``pending`` (the caller's input queue) is
+        non-empty or time.monotonic() reaches ``deadline``, as vLLM's does; where vLLM's
+        reader spins, this one blocks, in waits of at most READABLE_WAIT_S between which
+        it looks at ``pending``."""
+        while not pending:
+            left = deadline - time.monotonic()
+            if self._take(max(0.0, min(READABLE_WAIT_S, left))) or left <= 0:
+                return
+
+    def _take(self, timeout: float) -> bool:
+        if self._is_writer:
+            raise RuntimeError("Only readers can check readability")
+        if self.shutting_down:
+            raise _cancelled()
+        if self._ready is None:
+            get = self._reader.get if self._reader is not None else self._remote.recv
+            try:
+                self._ready = get(timeout=timeout)
+            except TimeoutError:
+                return False
+            except rdmaq.ClosedError:
+                raise _cancelled() from None
+        return True
 
     def _wait(self, get: Callable[..., Any], timeout: float | None, indefinite: bool) -> Any:
         """Call ``get`` in slices so that, like vLLM, a reader waiting longer

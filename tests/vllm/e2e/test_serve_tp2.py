@@ -11,7 +11,7 @@ What is checked:
 * the rdmaq queue carried the traffic: its stats files show the EngineCore's
   broadcast writer (2 readers) and both workers' readers and response writers
   moving messages, and the shm run wrote none;
-* offline ``LLM(...)`` with ``VLLM_DISTRIBUTED_IPC=rdmaq`` (fork start method)
+* offline ``LLM(...)`` with ``RDMAQ_DISTRIBUTED_IPC=rdmaq`` (fork start method)
   gives the same completions and also runs on rdmaq.
 
 Servers are stopped as an operator would (SIGTERM, then a grace period, SIGKILL
@@ -93,6 +93,7 @@ def _env(stats_dir: Path | None, run_tmp: Path) -> dict:
         VLLM_NO_USAGE_STATS="1",
         DO_NOT_TRACK="1",
     )
+    env.pop("RDMAQ_DISTRIBUTED_IPC", None)
     env.pop("VLLM_DISTRIBUTED_IPC", None)
     env.pop("VLLM_PLUGINS", None)
     env.pop("RDMAQ_VLLM_STATS_DIR", None)
@@ -331,6 +332,8 @@ def test_serve_tp2_rdmaq_matches_shm(model_dir, shm_run, tmp_path):
     _check_rdmaq_carried_traffic(_load_stats(rq_stats), min_msgs=min_msgs)
     log = (tmp_path / "serve-rdmaq.log").read_text(errors="replace")
     assert "MessageQueue is rdmaq's in this process" in log
+    # the flag's variable is not one vLLM calls unknown
+    assert "Unknown vLLM environment variable detected" not in log, log
 
 
 OFFLINE = textwrap.dedent(
@@ -351,7 +354,7 @@ def test_offline_llm_env_var(model_dir, shm_run, tmp_path):
     stats = tmp_path / "stats"
     files = _RunFiles()
     env = _env(stats, files.tmp)
-    env["VLLM_DISTRIBUTED_IPC"] = "rdmaq"
+    env["RDMAQ_DISTRIBUTED_IPC"] = "rdmaq"
     env["VLLM_WORKER_MULTIPROC_METHOD"] = "fork"  # the offline default, explicit
     proc = subprocess.Popen(
         [sys.executable, "-c", OFFLINE, str(model_dir), json.dumps(PROMPTS),

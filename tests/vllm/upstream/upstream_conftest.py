@@ -1,9 +1,10 @@
 """conftest for vLLM's own MessageQueue tests, run against rdmaq's class.
 
-tests/vllm/ci.sh copies vLLM 0.33.0's test files, and vLLM 0.26.0's (the vLLM
-of the GPU run, docs/benchmarks.md), from their sdists (cached under ~/.cache,
-never into this repo) and this file, as conftest.py, into a scratch directory
-and runs pytest there, once per version.  (It is not named conftest.py here so that a
+tests/vllm/ci.sh copies the test files of every supported release but the CPU
+build's (vLLM 0.33.0, 0.34.0, and 0.26.0, the vLLM of the GPU run,
+docs/benchmarks.md), from their sdists (cached under ~/.cache, never into this
+repo) and this file, as conftest.py, into a scratch directory and runs pytest
+there, once per version.  (It is not named conftest.py here so that a
 pytest run over tests/ in an environment without vLLM does not import it.)  This
 module is imported before the test modules, so the plugin's swap of
 ``shm_broadcast.MessageQueue`` is what their
@@ -15,6 +16,9 @@ Tests that assert vLLM's internals rather than the queue's contract are
 deselected, each with its reason (printed at the end of the run). vLLM 0.33.0:
 of test_shm_broadcast.py's 61 cases 10 run and 51 are deselected, of
 test_mq_connect_ip.py's 3 cases 2 run, test_multiproc_executor.py's 13 all run.
+vLLM 0.34.0: of test_shm_broadcast.py's 65 cases 12 run and 53 are deselected
+(0.33's, and two that call readable/spin_until_readable on a mock of vLLM's
+remote socket), 2 of 3 and 13 of 13 as in 0.33.
 vLLM 0.26.0: of test_shm_broadcast.py's 6 cases 2 run and 4 are deselected (the
 SpinCondition ones, as in 0.33), of test_mq_connect_ip.py's 3 cases 2 run; it has
 no test_multiproc_executor.py (its tests/v1/executor/test_executor.py builds
@@ -120,6 +124,16 @@ DESELECT: dict[str, str] = {
     "test_shm_broadcast.py::test_arena_": _ARENA + _ARENA_FLAG,
     "test_shm_broadcast.py::test_tensor_arena_registry_is_weak_and_survives_shutdown": _ARENA,
     "test_shm_broadcast.py::test_create_from_handle_tolerates_arena_attach_failure": _ARENA,
+    "test_shm_broadcast.py::test_spin_until_readable_sleeps_on_remote_socket": (
+        "calls the method on a mock with vLLM's remote_socket; rdmaq's remote reader waits in "
+        f"a poller of its own; the behaviour: {_QUEUE}test_readable_tells_without_taking_the_"
+        "message_from_dequeue[remote]"
+    ),
+    "test_shm_broadcast.py::test_readable_does_not_wait_on_remote_socket": (
+        "calls the method on a mock with vLLM's remote_socket; rdmaq's remote reader waits in "
+        f"a poller of its own; the behaviour: {_QUEUE}test_readable_tells_without_taking_the_"
+        "message_from_dequeue[remote]"
+    ),
     "test_mq_connect_ip.py::test_mq_bind_with_non_local_ip_fails": (
         "binds 198.51.100.1, a non-loopback address; this project's tests stay "
         "on loopback"
@@ -130,6 +144,11 @@ DESELECT: dict[str, str] = {
 # (cases run, cases deselected) per file and vLLM release, as README.md and docs/vllm.md
 # state them; a vLLM update that changes them fails the run until they are updated there too.
 COUNTS_BY_VLLM = {
+    "0.34": {
+        "test_shm_broadcast.py": (12, 53),
+        "test_mq_connect_ip.py": (2, 1),
+        "test_multiproc_executor.py": (13, 0),
+    },
     "0.33": {
         "test_shm_broadcast.py": (10, 51),
         "test_mq_connect_ip.py": (2, 1),

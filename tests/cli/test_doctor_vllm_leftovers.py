@@ -1,0 +1,75 @@
+"""`rdmaq doctor` lists vLLM's vllm_dist_* files (its file store, its CPU all-reduce buffers)
+that a server stopped hard left in /dev/shm and the temporary directory; `--clean` removes
+those whose owner is gone and keeps one a live process holds, or any while vLLM runs.
+The places are a test directory here, never the host's /dev/shm or /tmp."""
+import os
+
+import pytest
+
+from rdmaq import doctor
+from rdmaq.transport import shm
+from rdmaq.vllm import leftovers
+
+
+@pytest.fixture
+def place(tmp_path, monkeypatch):
+    """vLLM's places replaced by tmp_path; no rdmaq queue swept, no vLLM running."""
+    monkeypatch.setattr(leftovers, "places", lambda: [str(tmp_path)])
+    monkeypatch.setattr(leftovers, "vllm_pids", lambda: [])
+    monkeypatch.setattr(shm, "sweep_stale", lambda: [])
+    monkeypatch.setattr(doctor, "transports", lambda devices: {"shm": {"usable": True, "why": None}})
+    return tmp_path
+
+
+def test_doctor_lists_what_vllm_left_and_clean_removes_only_the_orphans(place, capsys):
+    orphan = place / "vllm_dist_0123abcd"
+    orphan.write_bytes(b"x" * 10)
+    held = place / "vllm_dist_4567ef01_0"
+    held.write_bytes(b"")
+    (place / "other_file").write_bytes(b"")
+    with open(held, "rb"):  # a live owner: this process
+        assert doctor.main([]) == 0
+        out = capsys.readouterr().out
+        assert f"vLLM leftovers (vllm_dist_* in {place}): 2" in out
+        assert f"{orphan} (10 B): its owner is gone" in out
+        assert f"{held} (0 B): kept, in use by pid {os.getpid()}" in out
+        assert "other_file" not in out
+        assert "1 vLLM file(s) left by a server stopped before its cleanup" in out
+        assert doctor.main(["--clean"]) == 0
+        err = capsys.readouterr().err
+    assert f"removed 1 vLLM leftover(s) whose owner is gone: {orphan}" in err
+    assert not orphan.exists() and held.exists()
+
+
+def test_nothing_is_removed_while_vllm_runs(place, monkeypatch, capsys):
+    # a running server's file store is opened per operation: no open file shows it is in use
+    monkeypatch.setattr(leftovers, "vllm_pids", lambda: [4242])
+    store = place / "vllm_dist_89abcdef"
+    store.write_bytes(b"")
+    assert doctor.main(["--clean"]) == 0
+    assert "vLLM leftover" not in capsys.readouterr().err
+    assert store.exists()
+    (lo,) = leftovers.survey()
+    assert lo.why_kept == "vLLM is running (pid 4242): it may be that server's"
+
+
+def test_no_leftovers_is_one_line(place, capsys):
+    assert doctor.main([]) == 0
+    out = capsys.readouterr().out
+    assert f"vLLM leftovers (vllm_dist_* in {place}): none" in out
+    assert "left by a server" not in out
+
+
+def test_a_vllm_process_is_recognised_by_its_command_line(monkeypatch):
+    cmdlines = {1: b"/venv/bin/python3\0/venv/bin/vllm\0serve\0m\0", 2: b"VLLM::EngineCore\0",
+                3: b"vllm\0serve\0", 4: b"python3\0train.py\0", 5: b"VLLM::Worker_TP0  \0"}
+    monkeypatch.setattr(leftovers, "_pids", lambda: list(cmdlines))
+    real_open = open
+
+    def fake_open(path, *a, **k):
+        if str(path).startswith("/proc/") and str(path).endswith("/cmdline"):
+            import io
+            return io.BytesIO(cmdlines[int(str(path).split("/")[2])])
+        return real_open(path, *a, **k)
+    monkeypatch.setattr("builtins.open", fake_open)
+    assert leftovers.vllm_pids() == [1, 2, 3, 5]
