@@ -20,7 +20,7 @@
 #             (both queues, a few requests each).
 #
 #   vllm-0.26.0-site  vLLM 0.26.0 alone (pip --target --no-deps, its compiled
-#             modules removed): the vLLM of the GPU run (docs/benchmarks.md).
+#             modules removed): the vLLM of the GPU run (docs/benchmarks/gpu-setup.md).
 #             With venv-mq's Python and packages it runs vLLM 0.26.0's own
 #             test_shm_broadcast.py and test_mq_connect_ip.py (2 of 6 and 2 of 3
 #             run) and test_queue.py against rdmaq's class.

@@ -1,7 +1,7 @@
 """conftest for vLLM's own MessageQueue tests, run against rdmaq's class.
 
 tests/vllm/ci.sh copies vLLM 0.33.0's test files, and vLLM 0.26.0's (the vLLM
-of the GPU run, docs/benchmarks.md), from their sdists (cached under ~/.cache,
+of the GPU run, docs/benchmarks/gpu-setup.md), from their sdists (cached under ~/.cache,
 never into this repo) and this file, as conftest.py, into a scratch directory
 and runs pytest there, once per version.  (It is not named conftest.py here so that a
 pytest run over tests/ in an environment without vLLM does not import it.)  This
