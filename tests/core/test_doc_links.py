@@ -5,7 +5,8 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md", *sorted(REPO.glob("docs/*.md")), *sorted(REPO.glob("docs/benchmarks/*.md"))]
+DOCS = [REPO / "README.md", *sorted(REPO.glob("docs/*.md")), *sorted(REPO.glob("docs/benchmarks/*.md")),
+        *sorted(REPO.glob("docs/benchmarks/*/README.md"))]
 
 
 def anchor(heading: str) -> str:
