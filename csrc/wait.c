@@ -14,10 +14,9 @@
  *    a message arrives within that microsecond.  folly's TurnSequencer
  *    adapts its spin too, but probes back up: MPMCQueue spins the whole
  *    budget again every 128th turn to learn whether spinning pays again.
- *    Such a probe was measured here and left out
- *    (docs/benchmarks/caveats.md: on the 2-core machine its spins gained
- *    nothing and its failed probes showed at p99); steady traffic is
- *    left to (1).
+ *    Such a probe was measured here and left out (docs/benchmarks/caveats.md:
+ *    on the 2-core machine its spins gained nothing and its failed
+ *    probes showed at p99); steady traffic is left to (1).
  * 3. Block in the kernel (futex, completion channel), asking for a short
  *    scheduler slice (slice.h) so that, on a busy machine, the wake-up
  *    preempts whatever runs instead of queueing behind it; when the next
