@@ -306,7 +306,7 @@ def server_env(queue: str, device: str, steptime_dir: Path | None, stats_dir: Pa
             VLLM_CPU_OMP_THREADS_BIND=os.environ.get(
                 "VLLM_CPU_OMP_THREADS_BIND", f"{cpus[0]}|{cpus[1 % len(cpus)]}"))
     else:
-        # FlashInfer is not installed on the GPU machine (docs/benchmarks.md): the sampler's
+        # FlashInfer is not installed on the GPU machine (docs/benchmarks/gpu-setup.md): the sampler's
         # top-k/top-p step takes PyTorch's path (the benchmark's requests use neither)
         env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
     env.update(queue_env(queue))

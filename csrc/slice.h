@@ -11,8 +11,8 @@
  * first blocks, and by default keeps it.  300 µs by default rather than the
  * kernel's 100 µs minimum: a woken reader that has run out of its slice is
  * preempted by the hogs while it unpickles its message (seen in scheduler
- * traces).  Giving the thread its own slice
- * back after each wake-up (restore) was measured too (docs/benchmarks.md):
+ * traces).  Giving the thread its own slice back after each wake-up
+ * (restore) was measured too (docs/benchmarks/micro-h200.md):
  * a reader that is then preempted by a sibling woken on its CPU queues
  * behind the CPU hogs for a whole slice, and at a 1 ms pace that left
  * 3 ms tails where keeping the short slice had 0.1-0.2 ms.

@@ -14,9 +14,9 @@
  *    a message arrives within that microsecond.  folly's TurnSequencer
  *    adapts its spin too, but probes back up: MPMCQueue spins the whole
  *    budget again every 128th turn to learn whether spinning pays again.
- *    Such a probe was measured here and left out (docs/benchmarks.md,
- *    Caveats: on the 2-core machine its spins gained nothing and its
- *    failed probes showed at p99); steady traffic is left to (1).
+ *    Such a probe was measured here and left out (docs/benchmarks/caveats.md:
+ *    on the 2-core machine its spins gained nothing and its failed
+ *    probes showed at p99); steady traffic is left to (1).
  * 3. Block in the kernel (futex, completion channel), asking for a short
  *    scheduler slice (slice.h) so that, on a busy machine, the wake-up
  *    preempts whatever runs instead of queueing behind it; when the next
@@ -136,7 +136,7 @@ static int env_ll(const char *name, long long *n)
 
 /*
  * Read when an endpoint is configured, so that one benchmark run can
- * compare values as queue variants (docs/benchmarks.md):
+ * compare values as queue variants (docs/benchmarks/waiting.md):
  * RDMAQ_SETTLE_FAR_US=N settles the scheduler lag before a block when the
  * next message cannot come within N µs (default 3000; 0: never);
  * RDMAQ_BUSY_SPIN_US=N, under evaluation,
@@ -449,7 +449,7 @@ int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad
  * when the next message is far: sched_yield() runs the thread behind what
  * it owes now, and is an instant no-op when nothing else is runnable or the
  * thread is owed time already.  (Asking for the short slice again, which
- * also re-places the thread, was measured too: docs/benchmarks.md.)
+ * also re-places the thread, was measured too: docs/benchmarks/tails-diagnosed.md.)
  */
 static void rdmaq_wait_settle(struct rdmaq_waiter *wt)
 {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build .devrun/, what `rdmaq bench` needs on a machine without a package index that has
-# Python 3.12, gcc, numpy, psutil and torch (the GPU machine of docs/benchmarks.md):
+# Python 3.12, gcc, numpy, psutil and torch (the GPU machine of docs/benchmarks/micro-h200.md):
 #   .devrun/wheels/       cp312 wheels of pyzmq, cffi, pycparser, regex, urllib3, packaging
 #   .devrun/vllm-py.tar.xz  vLLM 0.33.0's Python files, dist-info and spinloop module (not the
 #                         CUDA kernels that make its wheel 336 MB)

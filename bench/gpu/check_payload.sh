@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rehearse the GPU machine's setup here, without a GPU (docs/benchmarks.md, "On real GPUs").
+# Rehearse the GPU machine's setup here, without a GPU (docs/benchmarks/gpu-setup.md).
 #
 # A venv like the machine's Python (its torch 2.11.0+cu130 with the nvidia-* libraries, triton,
 # transformers 5.17, tokenizers and the rest of its package list; pydantic and the other

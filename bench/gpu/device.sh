@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# The GPU machine's side of `rdmaq bench serve` on vLLM 0.26 (docs/benchmarks.md, "On real
-# GPUs"). Run from the repository root there; each step is one short command line.
+# The GPU machine's side of `rdmaq bench serve` on vLLM 0.26 (docs/benchmarks/gpu-setup.md). Run from the repository root there; each step is one short command line.
 #
 #   bench/gpu/device.sh unpack          unpack the payload pieces this copy carries (.payload/*)
 #                                       into $DEST and say which are still missing
@@ -10,7 +9,7 @@
 #   bench/gpu/device.sh sweep           the sweep on the 1B model, cut at $DEADLINE s, servers kept
 #   bench/gpu/device.sh resume          the next part of it (stops the servers once all ran);
 #                                       SWEEP=ab resumes the A/B instead
-#   bench/gpu/device.sh ab              the A/B of rdmaq's waiting under CPU hogs (docs/benchmarks.md:
+#   bench/gpu/device.sh ab              the A/B of rdmaq's waiting under CPU hogs (docs/benchmarks/next-gpu-run.md:
 #                                       AB_QUEUES, AB_SETTINGS), servers kept, like sweep
 #   bench/gpu/device.sh step            rdmaq bench step on the GPU: TP 4 and 8 ranks sharing it,
 #                                       rdmaq-shm, vllm, vllm-spinloop, idle and hogs, 3 runs,

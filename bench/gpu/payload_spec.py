@@ -2,7 +2,7 @@
 
 The machine has Python 3.12, torch 2.11.0+cu130 (with the nvidia-* CUDA 13 libraries), triton
 3.6, transformers 5.17, tokenizers, numpy, psutil, aiohttp, httpx, uvloop, cloudpickle,
-prometheus-client, matplotlib and gcc (the list: docs/benchmarks.md, "On real GPUs"), and no
+prometheus-client, matplotlib and gcc (the list: docs/benchmarks/gpu-setup.md), and no
 package registry. vLLM 0.26.0 is the newest vLLM that pins torch 2.11; its compiled modules link
 CUDA 13 (libcudart.so.13) and it ships the C spin-loop extension (vllm/spinloop.abi3.so).
 

@@ -6,7 +6,7 @@ runner, the Llama model, the attention backends, the sampler, the tokenizer and 
 the benchmark client, the plugins), builds the ``vllm serve`` argument parser and, given a
 model, the engine configuration the harness's server arguments produce. Then lists the imports
 made inside functions of every loaded vLLM module whose package is not installed: each must be
-a feature the run does not use (docs/benchmarks.md, "On real GPUs", says why each one is).
+a feature the run does not use (docs/benchmarks/gpu-setup.md says why each one is).
 
 On the GPU machine it also checks what the run relies on: CUDA is vLLM's platform, FlashAttention
 3 and the spin-loop extension load, and the rdmaq plugins are visible as vLLM plugins.

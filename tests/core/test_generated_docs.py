@@ -1,0 +1,69 @@
+"""README.md's Measured table and docs/benchmarks.md's tables are what docs/gen_tables.py
+builds from the result files they cite: a number edited by hand, or a result file replaced
+without regenerating, fails here."""
+import copy
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def gen():
+    spec = importlib.util.spec_from_file_location("gen_tables", REPO / "docs" / "gen_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def docs_copy(gen, tmp_path):
+    """The documents with tables, copied under tmp_path at their paths."""
+    for doc in {d for d, _, _ in gen.TABLES}:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / doc, tmp_path / doc)
+    return tmp_path
+
+
+def test_the_tables_are_what_the_result_files_give(gen):
+    assert gen.stale() == [], "a table differs from its result files: run python docs/gen_tables.py"
+
+
+def test_a_number_edited_by_hand_is_caught_and_regenerated(gen, tmp_path):
+    root = docs_copy(gen, tmp_path)
+    readme = (root / "README.md").read_text()
+    block = readme[readme.index("<!-- measured:begin -->"):readme.index("<!-- measured:end -->")]
+    assert "| 1.05 / 1.03 / 1.00 |" in block  # the idle H200 serving row, TPOT / ITL / TTFT
+    (root / "README.md").write_text(readme.replace("| 1.05 / 1.03 / 1.00 |", "| 0.95 / 1.03 / 1.00 |"))
+    assert gen.stale(root) == ["README.md"]
+    assert gen.generate(root)["README.md"] == readme
+
+
+def test_a_table_follows_its_result_file(gen, monkeypatch):
+    """The idle serving row is computed from the A/B's runs: double rdmaq's TPOT in every
+    idle run and its ratio doubles."""
+    real = gen.load
+
+    def load(name):
+        result = real(name)
+        if name != gen.AB1:
+            return result
+        result = copy.deepcopy(result)
+        for run in result["runs"]:
+            if run["setting"] == "idle" and run["queue"] == "rdmaq":
+                run["metrics"]["tpot_p50_ms"] *= 2
+        return result
+
+    before = gen.serve_ratio(gen.AB1, "idle", "tpot_p50_ms")
+    monkeypatch.setattr(gen, "load", load)
+    assert gen.serve_ratio(gen.AB1, "idle", "tpot_p50_ms") == pytest.approx(2 * before)
+    assert f"| {gen.fmt(2 * before)} / 1.03 / 1.00 |" in gen.readme_measured()
+
+
+def test_a_document_without_its_marks_is_named(gen, tmp_path):
+    root = docs_copy(gen, tmp_path)
+    (root / "README.md").write_text("# rdmaq\n")
+    with pytest.raises(SystemExit, match="README.md: needs exactly one <!-- measured:begin -->"):
+        gen.generate(root)
