@@ -394,7 +394,8 @@ int rdmaq_writer_try_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, 
 	if (total > w->cfg.max_message || (total ? (total - 1) / w->payload + 1 : 1) > w->cfg.slots)
 		return -EAGAIN;
 	room = (struct rdmaq_room){ .w = w,
-				    .last_seq = w->next_seq + (total ? (total - 1) / w->payload : 0) };
+				    .last_seq =
+					    w->next_seq + (total ? (total - 1) / w->payload : 0) };
 	if (rdmaq_writer_has_room(&room) != 1)
 		return -EAGAIN;
 	/* Room for the whole message: the put below reserves it without waiting. */
@@ -755,7 +756,8 @@ int rdmaq_reader_try_recv(struct rdmaq_reader *r, void *buf, uint64_t cap, uint6
 		if (ret)
 			return ret;
 	}
-	if ((hdr->flags & (RDMAQ_REC_FIRST | RDMAQ_REC_LAST)) != (RDMAQ_REC_FIRST | RDMAQ_REC_LAST) ||
+	if ((hdr->flags & (RDMAQ_REC_FIRST | RDMAQ_REC_LAST)) !=
+		    (RDMAQ_REC_FIRST | RDMAQ_REC_LAST) ||
 	    hdr->msg_len != hdr->len || hdr->msg_len > cap)
 		return -EAGAIN;
 	/* The whole message is there: recv finds it without waiting. */
