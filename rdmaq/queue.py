@@ -113,8 +113,12 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"environment variable {name} must be an integer, got {v!r}") from None
 
 
-def _free_spin_ns(policy: str | None) -> int:
-    """The free spin (ns) of a reader's waiting policy, from the argument or RDMAQ_POLICY."""
+def _free_spin_ns(policy: str | None, n_readers: int) -> int:
+    """The free spin (ns) of a reader's waiting policy, from the argument or RDMAQ_POLICY.
+
+    "auto" spins for a due message only where the queue's readers and its writer fit
+    the CPUs this process may use: where they outnumber them, a spinning reader takes
+    the CPU its writer or another reader needs (measured: docs/benchmarks/hotpath-h200.md)."""
     if policy is None:
         policy = os.environ.get("RDMAQ_POLICY") or "auto"
         where = "environment variable RDMAQ_POLICY"
@@ -124,10 +128,11 @@ def _free_spin_ns(policy: str | None) -> int:
         raise TypeError(f"policy must be a str, got {type(policy).__name__}")
     if policy not in POLICIES:
         raise ValueError(f"{where} must be one of {', '.join(POLICIES)}, got {policy!r}")
-    if policy == "efficient":
+    free_us = _int_arg("RDMAQ_FREE_SPIN_US", _env_int("RDMAQ_FREE_SPIN_US", DEFAULT_FREE_SPIN_US),
+                       0, _core.RDMAQ_MAX_SPIN_NS // 1000)
+    if policy == "efficient" or n_readers + 1 > len(os.sched_getaffinity(0)):
         return 0
-    free_us = _env_int("RDMAQ_FREE_SPIN_US", DEFAULT_FREE_SPIN_US)
-    return _int_arg("RDMAQ_FREE_SPIN_US", free_us, 0, _core.RDMAQ_MAX_SPIN_NS // 1000) * 1000
+    return free_us * 1000
 
 
 def _wait_config(ffi: Any, spin_us: int | None, slice_us: int | None, anticipate: bool | None,
@@ -467,7 +472,7 @@ class Reader(_Endpoint):
             raise TypeError(f"not an rdmaq.Handle: {type(handle).__name__}")
         handle.check(index)
         t = load_transport(handle.transport)
-        free_spin_ns = _free_spin_ns(policy)
+        free_spin_ns = _free_spin_ns(policy, handle.n_readers)
         wc = _wait_config(t.ffi, spin_us, slice_us, anticipate, restore_slice, free_spin_ns)
         if warm is None:
             warm = bool(_env_int("RDMAQ_WARM", 1))
