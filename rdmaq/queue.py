@@ -35,6 +35,7 @@ _EINTR = -errno.EINTR
 
 _E = TypeVar("_E", bound="_Endpoint")
 _NS_FOREVER = 1 << 62  # timeouts beyond this (~146 years) mean "no timeout"
+_S_FOREVER = _NS_FOREVER // 10**9
 _forks = 0  # os.fork()s that made this process, counted in each child
 
 
@@ -52,12 +53,12 @@ def _timeout_ns(timeout: float | None) -> int:
         return -1
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise TypeError(f"timeout must be a number of seconds or None, got {type(timeout).__name__}")
+    if timeout < 0:  # before isnan, which cannot convert an int beyond a float's range
+        raise ValueError(f"timeout must be >= 0, got {timeout}")
+    if timeout >= _S_FOREVER:  # an int too large for a float (10**400) included
+        return -1
     if math.isnan(timeout):
         raise ValueError("timeout must be a number of seconds or None, got nan")
-    if timeout < 0:
-        raise ValueError(f"timeout must be >= 0, got {timeout}")
-    if timeout * 1e9 >= _NS_FOREVER:
-        return -1
     return int(timeout * 1e9)
 
 

@@ -40,6 +40,7 @@ from vllm.distributed.utils import StatelessProcessGroup
 
 import rdmaq
 from rdmaq import serialize
+from rdmaq.queue import _timeout_ns
 
 from . import _stats
 from ._geometry import ring_geometry
@@ -332,7 +333,9 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         """Call ``get`` in slices so that, like vLLM, a reader waiting longer
         than VLLM_RINGBUFFER_WARNING_INTERVAL logs it unless ``indefinite``."""
         start = time.monotonic()
-        deadline = None if timeout is None else start + max(0.0, timeout)
+        # rdmaq's reading of a timeout: one beyond the clock's range (10**400, inf) is for ever
+        ns = _timeout_ns(timeout)
+        deadline = None if ns < 0 else start + ns / 1e9
         n_warning = 1
         while True:
             interval = _sb.VLLM_RINGBUFFER_WARNING_INTERVAL
