@@ -169,6 +169,9 @@ class _Endpoint:
     _kind = "endpoint"  # "writer" or "reader", for messages
     _closed = True  # until the backend exists, for __del__
     _final_stats: dict[str, int] = {}
+    _final_trace: dict[str, Any] = {"start_ns": 0, "mid_ns": 0, "end_ns": 0, "how": "none"}
+    _ptr: Any = None  # the C object, until close() frees it
+    _life = threading.RLock()  # (each endpoint gets its own in _start)
 
     def _start(self, backend: Backend, ffi: Any, lib: Any, ops: _COps) -> None:
         self._b = backend
@@ -176,6 +179,9 @@ class _Endpoint:
         self._ops = ops
         self._ptr: Any = backend.ptr
         self._op = threading.Lock()  # held while C uses the object
+        # Held while the C object is read outside an operation (stats, last_trace) or freed:
+        # reentrant, for a signal handler that reads stats while close() holds it.
+        self._life = threading.RLock()
         self._closed = False
         self._ready = False
         self._pid = os.getpid()
@@ -218,10 +224,15 @@ class _Endpoint:
         """Timestamps of the last put/get (CLOCK_MONOTONIC ns), for profiling: writer
         ``start`` (call), ``mid`` (records copied), ``end`` (published, readers woken);
         reader ``start`` (the writer's stamp), ``mid`` (record seen), ``end`` (copied out);
-        ``how`` the wait ended: ready, spin, window, woken."""
+        ``how`` the wait ended: ready, spin, window, woken.  After close, the last as it was."""
+        with self._life:
+            if self._ptr is None:
+                return dict(self._final_trace)
+            return self._c_trace()
+
+    def _c_trace(self) -> dict[str, Any]:
         t = self._ffi.new("struct rdmaq_trace *")
-        if not self._closed:
-            self._ops.trace(self._ptr, t)
+        self._ops.trace(self._ptr, t)
         how = ("none", "ready", "spin", "window", "woken")
         return {"start_ns": t.start_ns, "mid_ns": t.mid_ns, "end_ns": t.end_ns,
                 "how": how[t.how] if t.how < len(how) else str(t.how)}
@@ -239,11 +250,12 @@ class _Endpoint:
     def stats(self) -> dict[str, int]:
         """The ring's counters, plus the transport's (verbs: QPs created/reused...);
         after close, the ring's counters as they were."""
-        if self._closed:
-            return dict(self._final_stats)
-        stats = self._c_stats()
-        stats.update(self._b.extra_stats())
-        return stats
+        with self._life:
+            if self._ptr is None:
+                return dict(self._final_stats)
+            stats = self._c_stats()
+            stats.update(self._b.extra_stats())
+            return stats
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every reader has attached and the writer connected them."""
@@ -263,20 +275,22 @@ class _Endpoint:
 
     def close(self) -> None:
         """Close the endpoint; a put/get blocked in another thread raises ClosedError."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._life:  # one close() goes on; stats read the live object until it is freed
+            if self._closed:
+                return
+            self._closed = True
         if self._forks != _forks:
             # A fork()ed copy: the queue belongs to the parent, leave it be.
             return
         self._ops.cancel(self._ptr)  # wakes a blocked operation, which then releases _op
-        with self._op:
+        with self._op, self._life:
             self._final_stats = self._c_stats()
+            self._final_trace = self._c_trace()
+            ptr, self._ptr = self._ptr, None  # stats and last_trace no longer reach it
             try:
-                self._ops.close(self._ptr)
+                self._ops.close(ptr)
             finally:
-                self._ops.destroy(self._ptr)
-                self._ptr = None
+                self._ops.destroy(ptr)
             self._b.close()
 
     def __enter__(self: _E) -> _E:
