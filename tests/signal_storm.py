@@ -1,0 +1,165 @@
+"""Messages under a storm of SIGINTs, checked for loss, duplicates and content.
+
+A writer process puts numbered messages, retrying each whose put raised (the
+README: a put that raises delivered nothing); a reader process gets them.  In
+each process a thread sends the main thread SIGINT at random moments, and
+Python's handler raises KeyboardInterrupt wherever the main thread is inside an
+rdmaq call: blocked, copying, or between its steps.  The reader checks that
+every message arrived once, in order, whole.
+
+The handler raises only while an rdmaq call is on the stack.  A signal that
+lands in the caller's own code, after a call returned, raises there in a real
+program; no library can take that back, and a retry loop cannot tell it from
+an exception of the call, so here it is counted and dropped.
+
+    python signal_storm.py --sizes small|large|mixed --messages N [--runs R]
+
+prints one JSON line per run: messages, lost, duplicated, corrupted, and how
+many signals were sent and raised in each process.
+"""
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import signal
+import sys
+import threading
+import time
+
+import rdmaq
+
+RDMAQ_DIR = os.path.dirname(os.path.abspath(rdmaq.__file__)) + os.sep
+SMALL = (16, 4096)
+LARGE = (256 * 1024 + 1, 1 << 20)  # above the reader's one-call scratch (SCRATCH_BYTES)
+END = b"END"
+CALL_TIMEOUT_S = 120  # never reached when things work
+MEAN_GAP_S = 0.0005  # between signals: several per large message, one per few small ones
+
+
+def payload(seq, size):
+    """Message ``seq`` of ``size`` bytes (>= 16): its number and size, then its number repeated."""
+    head = seq.to_bytes(8, "little") + size.to_bytes(8, "little")
+    return head + (seq.to_bytes(8, "little") * ((size - 16) // 8 + 1))[:size - 16]
+
+
+def _size(rng, sizes):
+    if sizes == "mixed":
+        sizes = rng.choice(["small", "small", "large"])
+    lo, hi = SMALL if sizes == "small" else LARGE
+    return rng.randrange(lo, hi)
+
+
+class Storm:
+    """SIGINT to this process's main thread at random moments, from a thread of its own."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+        self.sent = self.raised = self.outside = 0
+        self.stop = threading.Event()
+        self.main = threading.main_thread().ident
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def handler(self, signum, frame):
+        f = frame
+        while f is not None:
+            if f.f_code.co_filename.startswith(RDMAQ_DIR):
+                self.raised += 1
+                raise KeyboardInterrupt
+            f = f.f_back
+        self.outside += 1  # in this script's own code, after a call returned: see the docstring
+
+    def __enter__(self):
+        signal.signal(signal.SIGINT, self.handler)
+        self.thread.start()
+        return self
+
+    def _run(self):
+        while not self.stop.wait(self.rng.expovariate(1 / MEAN_GAP_S)):
+            signal.pthread_kill(self.main, signal.SIGINT)
+            self.sent += 1
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # one still on its way lands nowhere
+
+    def counts(self):
+        return {"sent": self.sent, "raised": self.raised, "outside": self.outside}
+
+
+def _retry(call):
+    """Call until it returns, as the README says a caller does after a KeyboardInterrupt."""
+    while True:
+        try:
+            return call()
+        except KeyboardInterrupt:
+            pass
+
+
+def reader_main(handle, seed, out):
+    report = {"lost": 0, "duplicated": 0, "corrupted": 0, "got": 0}
+    try:
+        r = rdmaq.Reader(handle, 0)
+        r.wait_ready(timeout=CALL_TIMEOUT_S)
+        expected = 0
+        with Storm(seed) as storm:
+            while True:
+                try:
+                    m = r.get(timeout=CALL_TIMEOUT_S)
+                except KeyboardInterrupt:
+                    continue
+                if m == END:
+                    break
+                report["got"] += 1
+                seq = int.from_bytes(m[:8], "little")
+                if len(m) < 16 or m != payload(seq, len(m)):
+                    report["corrupted"] += 1
+                    continue
+                if seq < expected:
+                    report["duplicated"] += 1
+                    continue
+                report["lost"] += seq - expected
+                expected = seq + 1
+        report["expected_next"] = expected
+        report["reader_signals"] = storm.counts()
+        _retry(r.close)
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        report["error"] = f"{type(e).__name__}: {e}"
+    out.put(report)
+
+
+def one_run(sizes, n, seed):
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    rng = random.Random(seed)
+    w = rdmaq.Writer(1, transport="shm")
+    reader = ctx.Process(target=reader_main, args=(w.handle, seed + 1, out), daemon=True)
+    reader.start()
+    w.wait_ready(timeout=CALL_TIMEOUT_S)
+    with Storm(seed) as storm:
+        for seq in range(n):
+            m = payload(seq, _size(rng, sizes))
+            _retry(lambda: w.put(m, timeout=CALL_TIMEOUT_S))  # noqa: B023 - called at once
+        _retry(lambda: w.put(END, timeout=CALL_TIMEOUT_S))
+    report = out.get(timeout=CALL_TIMEOUT_S)
+    reader.join(CALL_TIMEOUT_S)
+    _retry(w.close)
+    report["lost"] += n - report.pop("expected_next", 0)
+    report.update(sizes=sizes, messages=n, writer_signals=storm.counts())
+    return report
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", choices=["small", "large", "mixed"], required=True)
+    ap.add_argument("--messages", type=int, required=True)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    args = ap.parse_args()
+    for i in range(args.runs):
+        print(json.dumps(one_run(args.sizes, args.messages, args.seed + 10 * i)), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
