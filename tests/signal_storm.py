@@ -34,7 +34,7 @@ SMALL = (16, 4096)
 LARGE = (256 * 1024 + 1, 1 << 20)  # above the reader's one-call scratch (SCRATCH_BYTES)
 END = b"END"
 CALL_TIMEOUT_S = 120  # never reached when things work
-MEAN_GAP_S = 0.0005  # between signals: several per large message, one per few small ones
+MEAN_GAP_S = 0.0002  # between signals: several per large message, one per few small ones
 
 
 def payload(seq, size):
