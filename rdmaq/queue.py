@@ -181,7 +181,10 @@ class _Endpoint:
         self._ffi, self._lib = ffi, lib
         self._ops = ops
         self._ptr: Any = backend.ptr
-        self._op = threading.Lock()  # held while C uses the object
+        # Held while C uses the object.  Reentrant only to tell whether this thread holds
+        # it (_is_owned): after a signal handler raised as it was taken, or for a call from
+        # a handler that interrupted one on this endpoint, refused.
+        self._op: Any = threading.RLock()
         # Held while the C object is read outside an operation (stats, last_trace) or freed:
         # reentrant, for a signal handler that reads stats while close() holds it.
         self._life = threading.RLock()
@@ -213,7 +216,17 @@ class _Endpoint:
             raise errors.ForkedError(
                 f"{self._kind} {what}: {self._kind} belongs to the parent process (fork), pid "
                 f"{self._pid}: make endpoints in the process that uses them", errno.ESTALE)
-        if not self._op.acquire(timeout=_lock_timeout(deadline)):
+        op = self._op
+        if op._is_owned():
+            raise RuntimeError(f"{self._kind} {what}: called while this thread's call on this "
+                               f"{self._kind} is under way (from a signal handler?)")
+        try:
+            acquired = op.acquire(timeout=_lock_timeout(deadline))
+        except BaseException:
+            if op._is_owned():  # taken just before a signal handler raised
+                op.release()
+            raise
+        if not acquired:
             raise TimeoutError(f"{self._kind} {what}: timed out while another thread's call "
                                f"held this {self._kind}")
         if self._closed:  # closed while we waited for the lock
@@ -304,6 +317,10 @@ class _Endpoint:
         with self._life:  # one close() goes on; stats read the live object until it is freed
             if self._closed:
                 return
+            if self._op._is_owned():  # the call under way would use the freed object
+                raise RuntimeError(f"{self._kind} close: called while this thread's call on "
+                                   f"this {self._kind} is under way (from a signal handler?): "
+                                   "close it after the call returns")
             self._closed = True
         if self._forks != _forks:
             # A fork()ed copy: the queue belongs to the parent, leave it be.
