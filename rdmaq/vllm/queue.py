@@ -305,10 +305,18 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
                 self._writer.put(serialize.frame(pickled), timeout=timeout)
             except rdmaq.ClosedError:
                 raise _cancelled() from None
-        if self._remote is not None:
-            # vLLM's wire format: the pickle, then each out-of-band buffer
-            self._remote.send([b"".join(pickled.stream), *pickled.buffers])
-        self._stats.count(pickled.stream_bytes + sum(b.nbytes for b in pickled.buffers))
+        try:
+            if self._remote is not None:
+                # vLLM's wire format: the pickle, then each out-of-band buffer
+                self._remote.send([b"".join(pickled.stream), *pickled.buffers])
+            self._stats.count(pickled.stream_bytes + sum(b.nbytes for b in pickled.buffers))
+        except BaseException as e:
+            if self._writer is None:
+                raise
+            # The ring's readers have it: an enqueue that raised would be enqueued again.
+            # As the writer does (README, Errors), the next call raises it.
+            if self._writer._held is None:
+                self._writer._held = e
 
     @_vllm_unless_rdmaq
     def dequeue(self, timeout: float | None = None, indefinite: bool = False) -> Any:
@@ -317,17 +325,28 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
             raise RuntimeError("Only readers can dequeue")
         if self.shutting_down:
             raise _cancelled()
-        get: Callable[..., Any] = self._reader.get if self._reader is not None else self._remote.recv
+        reader = self._reader
+        if reader is not None:
+            # Unpickled inside the reader's call: a dequeue that raises (a signal handler's
+            # KeyboardInterrupt) leaves the message to the next (README, Errors).
+            def get(timeout: float | None) -> Any:
+                return reader._recv(self._unpickle_ring_message, timeout, "dequeue")
+        else:
+            get = self._remote.recv
         try:
             msg = self._wait(get, timeout, indefinite)
         except rdmaq.ClosedError:
             raise _cancelled() from None
-        if self._reader is not None:
-            self._stats.count(len(msg))
-            return serialize.loads(msg)  # msg is ours: its buffers become the objects' own
+        if reader is not None:
+            return msg
         frames = msg
         self._stats.count(sum(len(f) for f in frames))
         return pickle.loads(frames[0], buffers=frames[1:])
+
+    def _unpickle_ring_message(self, msg: bytearray | memoryview) -> Any:
+        self._stats.count(len(msg))
+        # a view of the reader's scratch buffer is copied: the objects' buffers must be their own
+        return serialize.loads(bytearray(msg) if isinstance(msg, memoryview) else msg)
 
     def _wait(self, get: Callable[..., Any], timeout: float | None, indefinite: bool) -> Any:
         """Call ``get`` in slices so that, like vLLM, a reader waiting longer

@@ -245,6 +245,43 @@ def test_long_wait_logs_unless_indefinite(monkeypatch, caplog):
         _close(r, w)
 
 
+# ------------------------------------------------- signal handlers that raise
+def _same(a, b):
+    if isinstance(a, np.ndarray):
+        return type(b) is np.ndarray and np.array_equal(a, b)
+    return a == b
+
+
+@pytest.mark.parametrize("obj", [{"k": [1, 2], "s": "x" * 100}, np.arange(100_000)],
+                         ids=["small", "out-of-band"])
+def test_enqueue_and_dequeue_raising_at_every_step(obj):
+    """A KeyboardInterrupt at every point of enqueue and dequeue where a signal handler
+    can run (tests/inject.py): an enqueue that raised delivered nothing (it is enqueued
+    again), one that returned delivered once; a dequeue that raised took nothing."""
+    from inject import Injector, next_call
+
+    w, r = _pair()
+    injector = Injector()
+    try:
+        for n in range(1, 1000):
+            outcome, _ = injector.call(n, lambda: w.enqueue(obj, timeout=10))
+            if outcome == "raised":
+                next_call(lambda: w.enqueue(obj, timeout=10))
+            next_call(lambda: w.enqueue("marker", timeout=10))
+            writer_fired = injector.fired
+            outcome, got = injector.call(n, lambda: r.dequeue(timeout=10))
+            if outcome == "raised":
+                got = next_call(lambda: r.dequeue(timeout=10))
+            assert _same(obj, got), (n, outcome)
+            assert next_call(lambda: r.dequeue(timeout=10)) == "marker", n
+            if not writer_fired and not injector.fired:
+                break
+        else:
+            pytest.fail("enqueue/dequeue still met a point to raise at after 1000")
+    finally:
+        _close(r, w)
+
+
 # ------------------------------------------------------- payload ownership
 @pytest.mark.parametrize("kind", ["tensor", "numpy", "numpy_readonly"])
 @pytest.mark.parametrize("nbytes", [1000, (1 << 20) - 2, 1 << 20, 5 << 20])
