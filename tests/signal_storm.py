@@ -12,7 +12,7 @@ lands in the caller's own code, after a call returned, raises there in a real
 program; no library can take that back, and a retry loop cannot tell it from
 an exception of the call, so here it is counted and dropped.
 
-    python signal_storm.py --sizes small|large|mixed --messages N [--runs R]
+    python signal_storm.py --sizes small|large|mixed --messages N [--runs R] [--gap-us G]
 
 prints one JSON line per run: messages, lost, duplicated, corrupted, and how
 many signals were sent and raised in each process.
@@ -23,8 +23,8 @@ import multiprocessing as mp
 import os
 import random
 import signal
+import subprocess
 import sys
-import threading
 import time
 
 import rdmaq
@@ -34,7 +34,7 @@ SMALL = (16, 4096)
 LARGE = (256 * 1024 + 1, 1 << 20)  # above the reader's one-call scratch (SCRATCH_BYTES)
 END = b"END"
 CALL_TIMEOUT_S = 120  # never reached when things work
-MEAN_GAP_S = 0.0002  # between signals: several per large message, one per few small ones
+MEAN_GAP_US = 200  # between signals: several per large message, one per few small ones
 
 
 def payload(seq, size):
@@ -50,15 +50,31 @@ def _size(rng, sizes):
     return rng.randrange(lo, hi)
 
 
-class Storm:
-    """SIGINT to this process's main thread at random moments, from a thread of its own."""
+# Sends SIGINT to a process at random moments until SIGTERM, then prints how many.
+KILLER = """
+import os, random, signal, sys, time
+pid, seed, gap_s = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+rng, sent = random.Random(seed), 0
+print("ready", flush=True)
+try:
+    while True:
+        time.sleep(rng.expovariate(1 / gap_s))
+        os.kill(pid, signal.SIGINT)
+        sent += 1
+finally:
+    print(sent, flush=True)
+"""
 
-    def __init__(self, seed):
-        self.rng = random.Random(seed)
+
+class Storm:
+    """SIGINT to this process at random moments, from a process of its own (a thread
+    would send only when this one lets go of the GIL).  Other threads must block
+    SIGINT, so that it interrupts the main thread."""
+
+    def __init__(self, seed, gap_s):
+        self.args = [sys.executable, "-c", KILLER, str(os.getpid()), str(seed), str(gap_s)]
         self.sent = self.raised = self.outside = 0
-        self.stop = threading.Event()
-        self.main = threading.main_thread().ident
-        self.thread = threading.Thread(target=self._run, daemon=True)
 
     def handler(self, signum, frame):
         f = frame
@@ -71,18 +87,14 @@ class Storm:
 
     def __enter__(self):
         signal.signal(signal.SIGINT, self.handler)
-        self.thread.start()
+        self.killer = subprocess.Popen(self.args, stdout=subprocess.PIPE, text=True)
+        assert self.killer.stdout.readline() == "ready\n"  # its SIGTERM handler is set
         return self
 
-    def _run(self):
-        while not self.stop.wait(self.rng.expovariate(1 / MEAN_GAP_S)):
-            signal.pthread_kill(self.main, signal.SIGINT)
-            self.sent += 1
-
     def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # one still on its way lands nowhere
+        self.killer.terminate()
+        self.sent = int(self.killer.communicate()[0])  # it prints when SIGTERM ends it
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the killer has ended: none is on its way
 
     def counts(self):
         return {"sent": self.sent, "raised": self.raised, "outside": self.outside}
@@ -97,13 +109,13 @@ def _retry(call):
             pass
 
 
-def reader_main(handle, seed, out):
+def reader_main(handle, seed, gap_s, out):
     report = {"lost": 0, "duplicated": 0, "corrupted": 0, "got": 0}
     try:
         r = rdmaq.Reader(handle, 0)
         r.wait_ready(timeout=CALL_TIMEOUT_S)
         expected = 0
-        with Storm(seed) as storm:
+        with Storm(seed, gap_s) as storm:
             while True:
                 try:
                     m = r.get(timeout=CALL_TIMEOUT_S)
@@ -129,15 +141,15 @@ def reader_main(handle, seed, out):
     out.put(report)
 
 
-def one_run(sizes, n, seed):
+def one_run(sizes, n, seed, gap_s):
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     rng = random.Random(seed)
     w = rdmaq.Writer(1, transport="shm")
-    reader = ctx.Process(target=reader_main, args=(w.handle, seed + 1, out), daemon=True)
+    reader = ctx.Process(target=reader_main, args=(w.handle, seed + 1, gap_s, out), daemon=True)
     reader.start()
     w.wait_ready(timeout=CALL_TIMEOUT_S)
-    with Storm(seed) as storm:
+    with Storm(seed, gap_s) as storm:
         for seq in range(n):
             m = payload(seq, _size(rng, sizes))
             _retry(lambda: w.put(m, timeout=CALL_TIMEOUT_S))  # noqa: B023 - called at once
@@ -156,9 +168,10 @@ def main():
     ap.add_argument("--messages", type=int, required=True)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--gap-us", type=float, default=MEAN_GAP_US, help="mean gap between signals")
     args = ap.parse_args()
     for i in range(args.runs):
-        print(json.dumps(one_run(args.sizes, args.messages, args.seed + 10 * i)), flush=True)
+        print(json.dumps(one_run(args.sizes, args.messages, args.seed + 10 * i, args.gap_us / 1e6)), flush=True)
 
 
 if __name__ == "__main__":
