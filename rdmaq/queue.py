@@ -537,17 +537,18 @@ class Reader(_Endpoint):
 
     def get(self, timeout: float | None = None) -> bytearray:
         """Next message as a bytearray the caller owns."""
-        return self._recv(_own, timeout, "get")
+        return self._recv(_own, timeout, "get", consumes=False)
 
     def recv(self, timeout: float | None = None) -> Any:
         """Next message, unpickled (see Writer.send)."""
-        return self._recv(_unpickle, timeout, "recv")
+        return self._recv(_unpickle, timeout, "recv", consumes=True)
 
     def _recv(self, load: Callable[[bytearray | memoryview], _T], timeout: float | None,
-              what: str) -> _T:
+              what: str, consumes: bool) -> _T:
         """The next message through ``load``.  A call that raises took nothing: the message
-        it had taken is kept for the next call (an exception of ``load`` itself that is an
-        ``Exception``, the message's own objects failing to unpickle, consumes it)."""
+        it had taken is kept for the next call; but when ``consumes``, an ``Exception`` of
+        ``load`` (the message's own objects failing to unpickle: they would fail again)
+        consumes it."""
         deadline = _deadline(timeout)
         self._enter(deadline, what)
         loading = False
@@ -558,7 +559,7 @@ class Reader(_Endpoint):
             obj = load(msg)
         except Exception:
             self._unsure = True  # first: no call comes before it
-            if loading:
+            if loading and consumes:
                 self._kept = None
             self._op.release()
             raise

@@ -330,7 +330,7 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
             # Unpickled inside the reader's call: a dequeue that raises (a signal handler's
             # KeyboardInterrupt) leaves the message to the next (README, Errors).
             def get(timeout: float | None) -> Any:
-                return reader._recv(self._unpickle_ring_message, timeout, "dequeue")
+                return reader._recv(self._unpickle_ring_message, timeout, "dequeue", consumes=True)
         else:
             get = self._remote.recv
         try:
