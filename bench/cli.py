@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "MessageQueue), same harness: one-way latency (max over readers), throughput, "
                     "CPU time busy and idle, with optional CPU contention. "
                     "`rdmaq bench serve --help`: vLLM serving latency with each queue; "
+                    "`rdmaq bench step --help`: barrier amplification of a TP serving step; "
                     "`rdmaq bench sweep --help`: idle p99 against reader CPU from a run's variants.")
     p.add_argument("--queues", default=DEFAULT_QUEUES,
                    help=f"comma list from {', '.join(ADAPTERS)} (default: %(default)s; "
@@ -278,6 +279,10 @@ def main(argv=None) -> int:
         from .serve import main as serve_main
 
         return serve_main(argv[1:])
+    if argv[:1] == ["step"]:  # barrier amplification of a TP step, on one machine
+        from .step import main as step_main
+
+        return step_main(argv[1:])
     if argv[:1] == ["sweep"]:  # the idle tail against reader CPU, from a result's variants
         from .sweep import main as sweep_main
 

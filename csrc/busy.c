@@ -1,67 +1,49 @@
 /* SPDX-License-Identifier: MIT */
-/* Is the CPU oversubscribed?  See busy.h. */
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
+/* Is this thread's CPU contended?  See busy.h. */
 #include "busy.h"
+#include "schedstat.h"
 
-static int64_t busy_checked = -RDMAQ_BUSY_PERIOD_NS;
-static int busy_state;
-static int loadavg_fd = -1;
+/* Per thread: the verdict is about the CPU this thread gets. */
+static __thread int64_t busy_checked = INT64_MIN;
+static __thread uint64_t ran_before, delayed_before; /* at the last verdict; 0 before it */
+static __thread bool busy_state;
+static __thread int64_t busy_hold_until = INT64_MIN;
 
-/* Runnable tasks right now ("R/T" in /proc/loadavg); -1 if unknown. */
-static long runnable_now(void)
+bool rdmaq_busy_verdict(uint64_t ran_ns, uint64_t delayed_ns)
 {
-	char buf[128], *p;
-	ssize_t n;
-	int fd = __atomic_load_n(&loadavg_fd, __ATOMIC_ACQUIRE);
-
-	if (fd < 0) {
-		int expected = -1;
-
-		fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return -1;
-		if (!__atomic_compare_exchange_n(&loadavg_fd, &expected, fd, false,
-						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-			close(fd);
-			fd = expected;
-		}
-	}
-	n = pread(fd, buf, sizeof(buf) - 1, 0);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	/* "0.39 0.10 0.03 2/123 4567": the fourth field. */
-	p = buf;
-	for (int field = 0; field < 3 && p; field++) {
-		p = strchr(p, ' ');
-		if (p)
-			p++;
-	}
-	return p ? strtol(p, NULL, 10) : -1;
+	return delayed_ns * RDMAQ_BUSY_DELAY_SHARE > ran_ns + delayed_ns;
 }
 
 bool rdmaq_cpu_busy(int64_t now)
 {
-	int64_t last = __atomic_load_n(&busy_checked, __ATOMIC_ACQUIRE);
-	cpu_set_t set;
-	long running;
-	int ncpu;
+	uint64_t ran, delayed;
 
-	if (now - last < RDMAQ_BUSY_PERIOD_NS ||
-	    !__atomic_compare_exchange_n(&busy_checked, &last, now, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE))
-		return __atomic_load_n(&busy_state, __ATOMIC_RELAXED);
-	running = runnable_now();
-	ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-	/* We are running ourselves: busy when the others alone fill our CPUs. */
-	__atomic_store_n(&busy_state, running > 0 && ncpu > 0 && running - 1 >= ncpu,
-			 __ATOMIC_RELAXED);
-	return __atomic_load_n(&busy_state, __ATOMIC_RELAXED);
+	if (now < busy_hold_until ||
+	    (busy_checked != INT64_MIN && now - busy_checked < RDMAQ_BUSY_PERIOD_NS))
+		return busy_state;
+	busy_checked = now;
+	if (!rdmaq_thread_schedstat(&ran, &delayed))
+		return false; /* unknown: spinning is bounded by the adaptive budget anyway */
+	/* Too little seen since the last verdict (the first judges the thread's life). */
+	if (ran - ran_before + delayed - delayed_before < (uint64_t)RDMAQ_BUSY_MIN_SEEN_NS)
+		return busy_state;
+	busy_state = rdmaq_busy_verdict(ran - ran_before, delayed - delayed_before);
+	if (busy_state)
+		busy_hold_until = now + RDMAQ_BUSY_HOLD_NS;
+	ran_before = ran;
+	delayed_before = delayed;
+	return busy_state;
+}
+
+void rdmaq_cpu_busy_preempted(int64_t now)
+{
+	uint64_t ran, delayed;
+
+	busy_state = true;
+	busy_hold_until = now + RDMAQ_BUSY_HOLD_NS;
+	/* The next verdict judges what comes after the hold. */
+	if (rdmaq_thread_schedstat(&ran, &delayed)) {
+		ran_before = ran;
+		delayed_before = delayed;
+	}
 }

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Is the CPU oversubscribed?  Spinning only pays with a CPU to spare: on
- * a machine with more runnable tasks than CPUs a spinning waiter burns the
- * slice it will need when its message comes, then waits behind the other
- * tasks.  The answer is the kernel's count of runnable tasks
- * (/proc/loadavg) against the CPUs this thread may use, refreshed at most
- * every RDMAQ_BUSY_PERIOD_NS and shared by every waiter of the process.
+ * Is this thread's CPU contended?  Spinning only pays when it costs nobody
+ * a CPU: a spinning waiter that others want the CPU from burns the slice it
+ * will need when its message comes, then waits behind them.  The answer is
+ * the thread's own run delay (/proc/thread-self/schedstat: time spent
+ * runnable without a CPU) over the last RDMAQ_BUSY_PERIOD_NS, against the
+ * time it ran: what the scheduler did to this thread, so CPU hogs that
+ * cannot take its CPU (SCHED_IDLE, another cgroup or session that gets
+ * its share elsewhere) do not count, where the machine-wide count of
+ * runnable tasks (/proc/loadavg) would.
  */
 #ifndef RDMAQ_BUSY_H
 #define RDMAQ_BUSY_H
@@ -14,7 +17,21 @@
 #include <stdint.h>
 
 #define RDMAQ_BUSY_PERIOD_NS 20000000LL
+/* Contended when the thread waited for a CPU more than 1/RDMAQ_BUSY_DELAY_SHARE of
+ * the time it was runnable; judged once it was runnable RDMAQ_BUSY_MIN_SEEN_NS since
+ * the last verdict (a thread that mostly sleeps is judged over several periods). */
+#define RDMAQ_BUSY_DELAY_SHARE 8
+#define RDMAQ_BUSY_MIN_SEEN_NS 1000000LL
+
+/* A thread found busy, or whose spin lost its CPU, stays busy this long, whatever its
+ * schedstat says meanwhile (sleeping, it preempts the hogs it would lose a spin to). */
+#define RDMAQ_BUSY_HOLD_NS 1000000000LL
 
 bool rdmaq_cpu_busy(int64_t now_ns);
+/* This thread's spin lost its CPU at now_ns: others want it. */
+void rdmaq_cpu_busy_preempted(int64_t now_ns);
+
+/* The verdict on the growth of the thread's run time and run delay since the last one. */
+bool rdmaq_busy_verdict(uint64_t ran_ns, uint64_t delayed_ns);
 
 #endif

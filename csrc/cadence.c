@@ -131,6 +131,16 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 	return true;
 }
 
+bool rdmaq_cadence_due(const struct rdmaq_cadence *c, int64_t now, int64_t ns)
+{
+	int64_t due;
+
+	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
+		return false;
+	due = c->last_stamp + c->offset;
+	return due + c->sorted[0] - now < ns && now - (due + c->sorted[c->n - 1]) < ns;
+}
+
 bool rdmaq_cadence_far(const struct rdmaq_cadence *c, int64_t now, int64_t ns)
 {
 	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)

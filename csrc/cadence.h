@@ -72,6 +72,12 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
  * rhythm learnt and the shortest recent interval still that far away.
  */
 bool rdmaq_cadence_far(const struct rdmaq_cadence *c, int64_t now, int64_t ns);
+/*
+ * Can the next message come within `ns` of `now`?  True only with a rhythm
+ * learnt, the shortest recent interval no further than that, and the
+ * longest not passed by more than `ns` (a writer that paused is not due).
+ */
+bool rdmaq_cadence_due(const struct rdmaq_cadence *c, int64_t now, int64_t ns);
 /* A nap asked to end at `asked` ended at `woke`. */
 void rdmaq_cadence_napped(struct rdmaq_cadence *c, int64_t asked, int64_t woke);
 /* How much earlier than the window a nap ends: our expected lateness and its spread. */

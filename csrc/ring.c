@@ -381,6 +381,29 @@ int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int 
 	return rdmaq_writer_send(w, iov, iovcnt, timeout_ns, false);
 }
 
+int rdmaq_writer_try_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt)
+{
+	struct rdmaq_room room;
+	uint64_t total = 0;
+	int i, ret;
+
+	if (rdmaq_writer_check_usable(w) || w->put.active || w->abort_pending || iovcnt < 0)
+		return -EAGAIN;
+	for (i = 0; i < iovcnt; i++)
+		total += iov[i].len;
+	if (total > w->cfg.max_message || (total ? (total - 1) / w->payload + 1 : 1) > w->cfg.slots)
+		return -EAGAIN;
+	room = (struct rdmaq_room){ .w = w,
+				    .last_seq = w->next_seq + (total ? (total - 1) / w->payload : 0) };
+	if (rdmaq_writer_has_room(&room) != 1)
+		return -EAGAIN;
+	/* Room for the whole message: the put below reserves it without waiting. */
+	ret = rdmaq_writer_send(w, iov, iovcnt, -1, false);
+	if (!ret)
+		w->stats.immediate++;
+	return ret;
+}
+
 int rdmaq_writer_resume(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
 			int64_t timeout_ns)
 {
@@ -712,6 +735,34 @@ int rdmaq_reader_recv(struct rdmaq_reader *r, void *buf, uint64_t cap, uint64_t 
 	if (*msg_len > cap)
 		return -ENOBUFS; /* not an error: the caller brings a bigger buffer */
 	return rdmaq_reader_read_until(r, buf, *msg_len, deadline);
+}
+
+int rdmaq_reader_try_recv(struct rdmaq_reader *r, void *buf, uint64_t cap, uint64_t *msg_len)
+{
+	struct rdmaq_rec_hdr *hdr;
+	int ret;
+
+	if (rdmaq_forked(r->forks) || r->closed || r->in_message)
+		return -EAGAIN;
+	for (;;) {
+		if (rdmaq_reader_has_record(r) != 1)
+			return -EAGAIN;
+		hdr = (struct rdmaq_rec_hdr *)rdmaq_ring_slot(r->ring, &r->cfg, r->next_seq);
+		if (!(hdr->flags & RDMAQ_REC_ABORT))
+			break;
+		/* The end of a message the writer gave up before we started it. */
+		ret = rdmaq_reader_consume(r);
+		if (ret)
+			return ret;
+	}
+	if ((hdr->flags & (RDMAQ_REC_FIRST | RDMAQ_REC_LAST)) != (RDMAQ_REC_FIRST | RDMAQ_REC_LAST) ||
+	    hdr->msg_len != hdr->len || hdr->msg_len > cap)
+		return -EAGAIN;
+	/* The whole message is there: recv finds it without waiting. */
+	ret = rdmaq_reader_recv(r, buf, cap, msg_len, -1);
+	if (!ret)
+		r->stats.immediate++;
+	return ret;
 }
 
 int rdmaq_reader_close(struct rdmaq_reader *r)

@@ -7,7 +7,7 @@
 #   rdmaq._rdmaq_verbs  CORE_SRCS + VERBS_SRCS, linked with libibverbs
 
 # The ring engine: framing, flow control, waiting, errors.
-CORE_SRCS := ring.c wait.c cadence.c slice.c busy.c error.c
+CORE_SRCS := ring.c wait.c cadence.c slice.c busy.c schedstat.c error.c
 
 # Transports.
 SHM_SRCS := shm.c shm_proc.c

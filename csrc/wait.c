@@ -22,12 +22,18 @@
  *    preempts whatever runs instead of queueing behind it; when the next
  *    message is far, settle the scheduler lag first (rdmaq_wait_settle).
  *
+ * 0. Policy "auto" (free_spin_ns): while spinning costs nobody a CPU (the
+ *    thread waited for none lately, busy.h) and the writer's rhythm says
+ *    the next message can come within free_spin_ns, spin for it instead of
+ *    (1): a nap's wake-up on an idle vCPU is what a spinning reader never
+ *    pays.  Contended, or with no message due, it waits as policy
+ *    "efficient" (1-3) does.
+ *
  * A spin that loses its CPU (a gap in the clock) stops spinning: under
- * contention spinning only burns the slice that blocking would keep.  On an
- * oversubscribed CPU a wait does not spin at all, unless RDMAQ_BUSY_SPIN_US
- * (under evaluation) gives it a fixed budget: the count of runnable tasks
- * cannot tell CPU hogs that take the CPU from us from hogs that rarely do
- * (SCHED_IDLE ones, or another session's under autogroup).
+ * contention spinning only burns the slice that blocking would keep.  On a
+ * contended CPU (this thread's own run delay, busy.h) a wait does not spin
+ * at all, unless RDMAQ_BUSY_SPIN_US (under evaluation) gives it a fixed
+ * budget.
  *
  * Blocked waits return -EINTR when a signal handler ran and, if asked
  * (main_returns), on the main thread every RDMAQ_PEER_CHECK_NS: Python's
@@ -90,6 +96,9 @@ int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_conf
 	if (wc->spin_ns > RDMAQ_MAX_SPIN_NS)
 		return rdmaq_set_err(-EINVAL, "spin must be at most %d ns, got %u",
 				     RDMAQ_MAX_SPIN_NS, wc->spin_ns);
+	if (wc->free_spin_ns > RDMAQ_MAX_SPIN_NS)
+		return rdmaq_set_err(-EINVAL, "free spin must be at most %d ns, got %u",
+				     RDMAQ_MAX_SPIN_NS, wc->free_spin_ns);
 	if (wc->slice_ns && (wc->slice_ns < RDMAQ_MIN_SLICE_NS || wc->slice_ns > RDMAQ_MAX_SLICE_NS))
 		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %d..%d ns, got %u",
 				     RDMAQ_MIN_SLICE_NS, RDMAQ_MAX_SLICE_NS, wc->slice_ns);
@@ -102,6 +111,7 @@ int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_conf
 	wt->anticipate = wc->anticipate != 0;
 	wt->main_returns = wc->main_returns != 0;
 	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
+	wt->free_spin_ns = wc->free_spin_ns;
 	return 0;
 }
 
@@ -132,11 +142,13 @@ static int env_ll(const char *name, long long *n)
  */
 int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
 {
-	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, busy_us = 0;
+	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, busy_us = 0, free_busy = 0;
 	int ret = env_ll("RDMAQ_SETTLE_FAR_US", &far_us);
 
 	if (!ret)
 		ret = env_ll("RDMAQ_BUSY_SPIN_US", &busy_us);
+	if (!ret)
+		ret = env_ll("RDMAQ_FREE_SPIN_BUSY", &free_busy);
 	if (ret)
 		return ret;
 	if (far_us > 1000000000LL)
@@ -145,8 +157,12 @@ int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
 	if (busy_us > RDMAQ_BUSY_SPIN_MAX_NS / 1000)
 		return rdmaq_set_err(-EINVAL, "RDMAQ_BUSY_SPIN_US must be at most %u, got %lld",
 				     RDMAQ_BUSY_SPIN_MAX_NS / 1000, busy_us);
+	if (free_busy > 1)
+		return rdmaq_set_err(-EINVAL, "RDMAQ_FREE_SPIN_BUSY must be 0 or 1, got %lld",
+				     free_busy);
 	wt->settle_far_ns = far_us * 1000;
 	wt->busy_spin_ns = (uint32_t)(busy_us * 1000);
+	wt->free_spin_busy = free_busy;
 	return 0;
 }
 
@@ -197,6 +213,7 @@ static int rdmaq_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, in
 			if (now - last > RDMAQ_PREEMPT_GAP_NS) {
 				*preempted = true;
 				wt->stats->preempted++;
+				rdmaq_cpu_busy_preempted(now);
 				return 0;
 			}
 			last = now;
@@ -211,9 +228,11 @@ static int rdmaq_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, in
 	}
 	/* Found it, but maybe only after losing the CPU for a while: that
 	 * must count, or anticipation never learns it is being preempted. */
-	if (ret > 0 && rdmaq_now_ns() - last > RDMAQ_PREEMPT_GAP_NS) {
+	now = rdmaq_now_ns();
+	if (ret > 0 && now - last > RDMAQ_PREEMPT_GAP_NS) {
 		*preempted = true;
 		wt->stats->preempted++;
+		rdmaq_cpu_busy_preempted(now);
 	}
 	return ret;
 }
@@ -373,13 +392,20 @@ static bool rdmaq_wait_busy(struct rdmaq_waiter *wt, int64_t now, bool *counted)
 	return true;
 }
 
+/* Policy "auto": spin for the message rather than nap (the CPU is known not to be busy)? */
+static bool rdmaq_wait_spin_free(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad, int64_t now)
+{
+	return wt->free_spin_ns && cad && rdmaq_cadence_due(cad, now, wt->free_spin_ns);
+}
+
 /* Should this wait anticipate?  Fills *win with the window. */
 static bool rdmaq_wait_plan(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 			    struct rdmaq_cad_window *win, bool *busy_counted)
 {
 	int64_t now = rdmaq_now_ns();
 
-	if (!cad || !wt->anticipate || rdmaq_wait_busy(wt, now, busy_counted))
+	if (!cad || !wt->anticipate || rdmaq_wait_spin_free(wt, cad, now) ||
+	    rdmaq_wait_busy(wt, now, busy_counted))
 		return false;
 	return rdmaq_cadence_window(cad, now, win);
 }
@@ -500,6 +526,26 @@ static int rdmaq_wait_busy_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, voi
 	return rdmaq_wait_met(wt, RDMAQ_HOW_SPIN, 0);
 }
 
+/*
+ * Policy "auto": spin up to free_spin_ns while nobody else wants the CPU.  1 when
+ * cond holds, 0 when the spin ran out or lost its CPU, <0 error.
+ */
+static int rdmaq_wait_free_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
+				int64_t deadline)
+{
+	int64_t until = rdmaq_now_ns() + wt->free_spin_ns;
+	bool preempted;
+	int ret;
+
+	do
+		ret = rdmaq_spin(wt, cond, arg, until, deadline, &preempted);
+	while (!ret && preempted && wt->free_spin_busy);
+	if (ret <= 0)
+		return ret;
+	wt->stats->spins++;
+	return rdmaq_wait_met(wt, RDMAQ_HOW_SPIN, 0);
+}
+
 static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 			    const struct rdmaq_cad_window *planned, rdmaq_cond_fn cond, void *arg,
 			    int64_t deadline)
@@ -520,9 +566,13 @@ static int rdmaq_wait_inner(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 		if (ret)
 			return ret;
 	}
-	if (wt->spin_max_ns || wt->busy_spin_ns)
+	if (wt->spin_max_ns || wt->busy_spin_ns || wt->free_spin_ns)
 		busy = rdmaq_wait_busy(wt, rdmaq_now_ns(), &busy_counted);
-	if (wt->spin_max_ns && !busy) {
+	if ((!busy || wt->free_spin_busy) && rdmaq_wait_spin_free(wt, cad, rdmaq_now_ns())) {
+		ret = rdmaq_wait_free_spin(wt, cond, arg, deadline);
+		if (ret)
+			return ret;
+	} else if (wt->spin_max_ns && !busy) {
 		ret = rdmaq_wait_adaptive_spin(wt, cond, arg, deadline);
 		if (ret)
 			return ret;

@@ -56,6 +56,12 @@ struct rdmaq_waiter {
 	int64_t settle_far_ns;
 	/* Under evaluation (RDMAQ_BUSY_SPIN_US): spin this long even on an oversubscribed CPU. */
 	uint32_t busy_spin_ns;
+	/* Policy "auto": spin up to this long while the CPU is not contended and the next
+	 * message can come within it, in place of napping (0: policy "efficient"). */
+	uint32_t free_spin_ns;
+	/* Under evaluation (RDMAQ_FREE_SPIN_BUSY=1): the free spin also on a contended CPU,
+	 * through preemptions, as vLLM's readers spin. */
+	bool free_spin_busy;
 	struct rdmaq_slice slice;
 	int64_t met_ns; /* when the last wait's condition was seen to hold */
 	enum rdmaq_wait_how how;

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import errors, serialize
+from . import _hold_gil, errors, serialize
 from ._rdmaq import lib as _core  # the limits of rdmaq.h
 from .handle import Handle
 from .transport import Backend, RingConfig, WriterBackend
@@ -29,8 +29,11 @@ DEFAULT_SLOTS = 64
 DEFAULT_MAX_MESSAGE = 1 << 30
 DEFAULT_SPIN_US = 50
 DEFAULT_SLICE_US = 300
+POLICIES = ("auto", "efficient")  # how a reader waits: README, "Waiting options"
+DEFAULT_FREE_SPIN_US = 20000  # policy "auto": the longest spin for a message that is due
 SCRATCH_BYTES = 256 * 1024  # per reader: messages up to this size take one C call
 _EINTR = -errno.EINTR
+_EAGAIN = -errno.EAGAIN
 
 
 _E = TypeVar("_E", bound="_Endpoint")
@@ -112,8 +115,25 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"environment variable {name} must be an integer, got {v!r}") from None
 
 
+def _free_spin_ns(policy: str | None) -> int:
+    """The free spin (ns) of a reader's waiting policy, from the argument or RDMAQ_POLICY."""
+    if policy is None:
+        policy = os.environ.get("RDMAQ_POLICY") or "auto"
+        where = "environment variable RDMAQ_POLICY"
+    else:
+        where = "policy"
+    if not isinstance(policy, str):
+        raise TypeError(f"policy must be a str, got {type(policy).__name__}")
+    if policy not in POLICIES:
+        raise ValueError(f"{where} must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if policy == "efficient":
+        return 0
+    free_us = _env_int("RDMAQ_FREE_SPIN_US", DEFAULT_FREE_SPIN_US)
+    return _int_arg("RDMAQ_FREE_SPIN_US", free_us, 0, _core.RDMAQ_MAX_SPIN_NS // 1000) * 1000
+
+
 def _wait_config(ffi: Any, spin_us: int | None, slice_us: int | None, anticipate: bool | None,
-                 restore_slice: bool | None) -> Any:
+                 restore_slice: bool | None, free_spin_ns: int = 0) -> Any:
     """struct rdmaq_wait_config from arguments, falling back on RDMAQ_* variables, then defaults."""
     spin_us = _int_arg("spin_us", _env_int("RDMAQ_SPIN_US", DEFAULT_SPIN_US) if spin_us is None
                        else spin_us, 0, _core.RDMAQ_MAX_SPIN_NS // 1000)
@@ -136,6 +156,7 @@ def _wait_config(ffi: Any, spin_us: int | None, slice_us: int | None, anticipate
         "anticipate": int(anticipate),
         "restore_slice": int(restore_slice),
         "main_returns": 1,  # so signal handlers run while a call blocks (see _Endpoint._call)
+        "free_spin_ns": free_spin_ns,
     })
 
 
@@ -181,6 +202,7 @@ class _Endpoint:
         self._ffi, self._lib = ffi, lib
         self._ops = ops
         self._ptr: Any = backend.ptr
+        self._addr = _hold_gil.address(ffi, backend.ptr)  # the same, for _hold_gil's calls
         # Held while C uses the object.  Reentrant only to tell whether this thread holds
         # it (_is_owned): after a signal handler raised as it was taken, or for a call from
         # a handler that interrupted one on this endpoint, refused.
@@ -244,8 +266,8 @@ class _Endpoint:
         return {k: getattr(s, k) for k, _ in self._ffi.typeof("struct rdmaq_stats").fields}
 
     def _configure_wait(self, spin_us: int | None, slice_us: int | None, anticipate: bool | None,
-                        restore_slice: bool | None) -> None:
-        wc = _wait_config(self._ffi, spin_us, slice_us, anticipate, restore_slice)
+                        restore_slice: bool | None, free_spin_ns: int = 0) -> None:
+        wc = _wait_config(self._ffi, spin_us, slice_us, anticipate, restore_slice, free_spin_ns)
         self._check(self._ops.set_wait(self._ptr, wc), "wait configuration")
 
     @property
@@ -396,6 +418,7 @@ class Writer(_Endpoint):
         wait_args = (spin_us, slice_us, False, restore_slice)
         _wait_config(t.ffi, *wait_args)  # bad arguments fail before anything is created
         self._start(t.create_writer(config, **transport_options), t.ffi, t.lib, _writer_ops(t.lib))
+        self._try_put = _hold_gil.try_put(t.ffi, t.lib)
         self.n_readers = n_readers
         self.max_message_bytes = max_message_bytes
         self._configure_wait(*wait_args)
@@ -430,7 +453,10 @@ class Writer(_Endpoint):
         self._enter(deadline, "put")
         try:
             self._wait_ready_locked(deadline)
-            rc = lib.rdmaq_writer_put(self._ptr, iov, len(parts), _remaining_ns(deadline))
+            # Room for it now: put it without letting go of the GIL (_hold_gil).
+            rc = self._try_put(self._addr, _hold_gil.address(ffi, iov), len(parts))
+            if rc == _EAGAIN:
+                rc = lib.rdmaq_writer_put(self._ptr, iov, len(parts), _remaining_ns(deadline))
             # Interrupted (see _call): continue the same message.  If a signal
             # handler raises instead, or the put fails, the message is not
             # delivered: readers drop any part of it they have.
@@ -489,6 +515,8 @@ class _Scratch:
         self.buf = bytearray(SCRATCH_BYTES)
         self.c_buf = ffi.from_buffer(self.buf)
         self.msg_len = ffi.new("uint64_t *")  # set by C once a message has started
+        self.buf_addr = _hold_gil.address(ffi, self.c_buf)  # the same two, for _hold_gil's calls
+        self.msg_len_addr = _hold_gil.address(ffi, self.msg_len)
 
 
 @dataclass
@@ -507,12 +535,13 @@ class Reader(_Endpoint):
     def __init__(self, handle: Handle, index: int, *, spin_us: int | None = None,
                  slice_us: int | None = None, anticipate: bool | None = None,
                  restore_slice: bool | None = None,
-                 warm: bool | Callable[[], object] | None = None) -> None:
+                 warm: bool | Callable[[], object] | None = None, policy: str | None = None) -> None:
         if not isinstance(handle, Handle):
             raise TypeError(f"not an rdmaq.Handle: {type(handle).__name__}")
         handle.check(index)
         t = load_transport(handle.transport)
-        wc = _wait_config(t.ffi, spin_us, slice_us, anticipate, restore_slice)
+        free_spin_ns = _free_spin_ns(policy)
+        wc = _wait_config(t.ffi, spin_us, slice_us, anticipate, restore_slice, free_spin_ns)
         if warm is None:
             warm = bool(_env_int("RDMAQ_WARM", 1))
         if warm is True:
@@ -520,6 +549,7 @@ class Reader(_Endpoint):
         if warm is not False and not callable(warm):  # before attaching: bad input takes no index
             raise TypeError(f"warm must be a bool or a callable, got {type(warm).__name__}")
         self._start(t.attach_reader(handle, index, wc.spin_ns), t.ffi, t.lib, _reader_ops(t.lib))
+        self._try_recv = _hold_gil.try_recv(t.ffi, t.lib)
         self.index = index
         self.transport = handle.transport
         self._scratch: _Scratch | None = None  # made at the first get
@@ -533,7 +563,7 @@ class Reader(_Endpoint):
         self._kept_len = 0
         self._unsure = False  # the last call raised: did C take a message first?
         self._warm = warm or None
-        self._configure_wait(spin_us, slice_us, anticipate, restore_slice)
+        self._configure_wait(spin_us, slice_us, anticipate, restore_slice, free_spin_ns)
 
     def get(self, timeout: float | None = None) -> bytearray:
         """Next message as a bytearray the caller owns."""
@@ -583,6 +613,20 @@ class Reader(_Endpoint):
             self._settle()
         if self._kept is not None:
             return memoryview(self._kept)[:self._kept_len]
+        if self._partial is None:
+            # A message already there is taken without letting go of the GIL (_hold_gil).
+            if self._scratch is None:
+                self._scratch = _Scratch(self._ffi)
+            s = self._scratch
+            self._into = None
+            rc = self._try_recv(self._addr, s.buf_addr, SCRATCH_BYTES, s.msg_len_addr)
+            if rc == 0:
+                self._done += 1
+                n = s.msg_len[0]
+                self._kept, self._kept_len = s.buf, n
+                return memoryview(s.buf)[:n]
+            if rc != _EAGAIN:
+                self._check(rc, "get")
         if self._warm is not None and self._partial is None:
             self._nap_and_warm(self._warm, deadline)
         while True:

@@ -12,6 +12,10 @@
 #                                       SWEEP=ab resumes the A/B instead
 #   bench/gpu/device.sh ab              the A/B of rdmaq's waiting under CPU hogs (docs/benchmarks.md:
 #                                       AB_QUEUES, AB_SETTINGS), servers kept, like sweep
+#   bench/gpu/device.sh step            rdmaq bench step on the GPU: TP 4 and 8 ranks sharing it,
+#                                       rdmaq-shm, vllm, vllm-spinloop, idle and hogs, 3 runs,
+#                                       cut at $DEADLINE - 60 s (rebuilds rdmaq into $DEST/site
+#                                       when the setup's copy is older than this one)
 #   bench/gpu/device.sh restore FILE    a sweep's last part brought back (sweep-partN.tgz, carried
 #                                       in the repository copy) into $DEST/sweep, for `resume` on
 #                                       a new machine (new servers are started)
@@ -56,6 +60,15 @@ bench() {  # bench ARGS...: rdmaq bench serve from the payload (not the source t
   (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench serve "$@")
 }
 
+install_rdmaq() {  # this copy's rdmaq into $DEST/site
+  local t
+  t=$(date +%s)
+  "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --upgrade \
+    --target "$DEST/site" "$REPO" >"$DEST/pip-rdmaq.log" 2>&1 ||
+    { tail -30 "$DEST/pip-rdmaq.log"; say "building rdmaq failed"; exit 1; }
+  say "rdmaq built into $DEST/site in $(( $(date +%s) - t )) s"
+}
+
 parts() {  # the parts a sweep directory's results.json records
   "$PY" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["parts"]))' "$1/results.json" 2>/dev/null || echo 0
 }
@@ -69,11 +82,7 @@ case $step in
   setup)
     "$PY" "$REPO/bench/gpu/unpack.py" --dest "$DEST" --require-complete || exit 1
     payload_env
-    t=$(date +%s)
-    "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --upgrade \
-      --target "$DEST/site" "$REPO" >"$DEST/pip-rdmaq.log" 2>&1 ||
-      { tail -30 "$DEST/pip-rdmaq.log"; say "building rdmaq failed"; exit 1; }
-    say "rdmaq built into $DEST/site in $(( $(date +%s) - t )) s"
+    install_rdmaq
     for shape in tiny llama-3.2-1b; do
       [ -f "$DEST/models/$shape/config.json" ] ||
         "$PY" "$REPO/tests/vllm/make_tiny_llama.py" "$DEST/models/$shape" --shape "$shape" \
@@ -102,6 +111,21 @@ case $step in
       --settings "${AB_SETTINGS:-hogs,hogs-sessions}" --num-prompts 64 --gpu-memory-utilization 0.15 \
       --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
     rc=$?; pack "$DEST/ab" "ab-part$(parts "$DEST/ab")"; exit $rc ;;
+  step)
+    # barrier amplification of a TP step, the ranks sharing the one GPU (rdmaq bench step);
+    # STEP_TP, STEP_QUEUES, STEP_SETTINGS, STEP_WORK_US, STEP_STEPS, STEP_RUNS change the defaults
+    payload_env
+    for f in "$REPO"/bench/step*.py "$REPO"/bench/cli.py; do  # an older setup's rdmaq: build again
+      cmp -s "$f" "$DEST/site/rdmaq/bench/$(basename "$f")" || { install_rdmaq; break; }
+    done
+    rm -rf "$DEST/step" && mkdir -p "$DEST/step"
+    (cd "$DEST" && timeout --kill-after=30 $((DEADLINE + 60)) "$PY" -m rdmaq.cli bench step --device cuda \
+       --tp "${STEP_TP:-4,8}" --queues "${STEP_QUEUES:-rdmaq-shm,vllm,vllm-spinloop}" \
+       --settings "${STEP_SETTINGS:-idle,hogs}" --work-us "${STEP_WORK_US:-300}" \
+       --steps "${STEP_STEPS:-2000}" --runs "${STEP_RUNS:-3}" --deadline $((DEADLINE - 60)) \
+       --json "$DEST/step/results.json" --markdown "$DEST/step/summary.md" \
+       --label "${LABEL:-H200}" "${@:2}") 2>&1 | tee "$DEST/step/log.txt"
+    rc=${PIPESTATUS[0]}; pack "$DEST/step" step; exit "$rc" ;;
   resume)
     payload_env
     dir=$DEST/${SWEEP:-sweep}

@@ -71,6 +71,7 @@ struct rdmaq_stats {
 	uint64_t busy;	    /* waits that did not spin: more runnable tasks than CPUs */
 	uint64_t settles;   /* blocks that settled the scheduler lag first (next message far) */
 	uint64_t slice_ns;  /* scheduler slice asked for while blocked; 0: off or refused */
+	uint64_t immediate; /* try_recv/try_put calls that found their message or room at once */
 };
 
 /*
@@ -98,6 +99,9 @@ struct rdmaq_wait_config {
 	uint32_t restore_slice;
 	/* on the main thread, return -EINTR every 100 ms while blocked */
 	uint32_t main_returns;
+	/* readers, policy "auto": spin up to this long, in place of napping, while the CPU
+	 * is not contended and the next message can come within it (0: policy "efficient") */
+	uint32_t free_spin_ns;
 };
 
 struct rdmaq_iovec {
@@ -125,6 +129,13 @@ int rdmaq_writer_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int 
 /* After -EINTR from put or resume: continue the same message (same buffers). */
 int rdmaq_writer_resume(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
 			int64_t timeout_ns);
+/*
+ * put without waiting, for a caller that must not let go of a lock (an
+ * interpreter's) unless it has to: -EAGAIN, with nothing done, when the put
+ * would wait for room, for readers or for an interrupted put to resume; or
+ * when the message does not fit the ring whole.  Otherwise as put.
+ */
+int rdmaq_writer_try_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt);
 int rdmaq_writer_close(struct rdmaq_writer *w);
 /*
  * A reader whose process ended without closing holds the ring back: every
@@ -152,6 +163,12 @@ int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len, int64_t t
  */
 int rdmaq_reader_recv(struct rdmaq_reader *r, void *buf, uint64_t cap, uint64_t *msg_len,
 		      int64_t timeout_ns);
+/*
+ * recv without waiting, for the same callers as try_put: -EAGAIN, with
+ * nothing done, unless a whole message of one record that fits `cap` has
+ * landed (errors, longer messages and waiting are left to recv).
+ */
+int rdmaq_reader_try_recv(struct rdmaq_reader *r, void *buf, uint64_t cap, uint64_t *msg_len);
 /*
  * Between messages: nap until the window in which the next message is
  * predicted.  1 when the window is open and the message has not come yet

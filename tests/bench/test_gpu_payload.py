@@ -146,7 +146,7 @@ def test_device_script_names_its_steps(tmp_path):
                        text=True, env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"),
                                        "RDMAQ_GPU_DEST": str(tmp_path / "dest")})
     assert r.returncode == 2
-    for step in ("unpack", "setup", "smoke", "sweep", "resume", "ab", "restore", "status"):
+    for step in ("unpack", "setup", "smoke", "sweep", "resume", "ab", "step", "restore", "status"):
         assert f"device.sh {step}" in r.stdout
 
 

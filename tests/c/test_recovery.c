@@ -27,6 +27,11 @@ bool rdmaq_cpu_busy(int64_t now_ns)
 	return false;
 }
 
+void rdmaq_cpu_busy_preempted(int64_t now_ns)
+{
+	(void)now_ns;
+}
+
 /* A message that lands at `at_ns` (CLOCK_MONOTONIC), or when the waiter blocks. */
 struct message {
 	int64_t at_ns;

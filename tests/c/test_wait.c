@@ -27,6 +27,11 @@ bool rdmaq_cpu_busy(int64_t now_ns)
 	return cpu_busy;
 }
 
+void rdmaq_cpu_busy_preempted(int64_t now_ns)
+{
+	(void)now_ns;
+}
+
 /*
  * The clock the waiter reads: the real one, or, while frozen_ns is set, that
  * instant, as a clock too coarse to move between two reads would give it.
@@ -370,6 +375,82 @@ static void test_settling_is_on_by_default_from_3_ms(void)
 	CHECK(stats.settles == 1 && stats.sleeps == 2);
 }
 
+/* A cadence whose intervals are all `iv` and whose last message was stamped at `end`. */
+static void cadence_until(struct rdmaq_cadence *cad, int64_t iv, int64_t end)
+{
+	rdmaq_cadence_init(cad);
+	for (int i = 12; i >= 0; i--)
+		rdmaq_cadence_observe(cad, end - i * iv, end - i * iv + 2000);
+}
+
+/* One wait told the cadence, for a message due after `due` looks (0: when woken). */
+static void one_paced_wait(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad, unsigned long due)
+{
+	msg = (struct message){ .due = due };
+	CHECK(rdmaq_wait_next(wt, cad, NULL, message_landed, &msg, -1) == 0);
+}
+
+/* A waiter of policy "auto" (20 ms of free spin) with no other spin. */
+static void auto_waiter_init(struct rdmaq_waiter *wt)
+{
+	waiter_init(wt);
+	wt->anticipate = false;
+	wt->spin_max_ns = wt->spin_ns = 0;
+	wt->free_spin_ns = 20000000U;
+}
+
+/*
+ * Policy "auto": on a CPU nobody else wants, a wait spins up to free_spin_ns
+ * for a message the writer's rhythm says is due, whatever the adaptive budget
+ * (none here); on a busy CPU, with no rhythm, or for a message further away
+ * or long overdue, it blocks as the "efficient" policy does.
+ */
+static void test_a_free_cpu_spins_for_a_message_that_is_due(void)
+{
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	auto_waiter_init(&wt);
+	cadence_until(&cad, 1000000LL, rdmaq_now_ns()); /* 1 ms apart */
+	one_paced_wait(&wt, &cad, 100000);
+	if (!stats.preempted) /* a spin that lost its CPU gives up on purpose */
+		CHECK(stats.spins == 1 && stats.sleeps == 0 && wt.how == RDMAQ_HOW_SPIN);
+}
+
+static void test_a_busy_cpu_blocks_whatever_the_free_spin(void)
+{
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	auto_waiter_init(&wt);
+	cadence_until(&cad, 1000000LL, rdmaq_now_ns());
+	cpu_busy = true;
+	one_paced_wait(&wt, &cad, 100000);
+	cpu_busy = false;
+	CHECK(stats.spins == 0 && stats.sleeps == 1 && stats.busy == 1);
+}
+
+static void test_only_a_message_that_is_due_is_spun_for(void)
+{
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+	int64_t now = rdmaq_now_ns();
+
+	auto_waiter_init(&wt);
+	one_wait(&wt, 100000); /* no cadence: a spin would have found it */
+	CHECK(stats.spins == 0 && stats.sleeps == 1);
+	cadence_until(&cad, 1000000000LL, now); /* the next one is a second away */
+	one_paced_wait(&wt, &cad, 100000);
+	CHECK(stats.spins == 0 && stats.sleeps == 2);
+	cadence_until(&cad, 1000000LL, now - 1000000000LL); /* 1 ms apart, but a second ago */
+	one_paced_wait(&wt, &cad, 100000);
+	CHECK(stats.spins == 0 && stats.sleeps == 3);
+	wt.free_spin_ns = 0; /* policy "efficient" */
+	cadence_until(&cad, 1000000LL, now);
+	one_paced_wait(&wt, &cad, 100000);
+	CHECK(stats.spins == 0 && stats.sleeps == 4);
+}
+
 int main(void)
 {
 	test_waits_that_block_shrink_the_spin_to_the_minimum();
@@ -384,5 +465,8 @@ int main(void)
 	test_the_busy_spin_budget_comes_from_the_environment();
 	test_settles_before_blocking_only_when_the_next_message_is_far();
 	test_settling_is_on_by_default_from_3_ms();
+	test_a_free_cpu_spins_for_a_message_that_is_due();
+	test_a_busy_cpu_blocks_whatever_the_free_spin();
+	test_only_a_message_that_is_due_is_spun_for();
 	return check_report("wait");
 }

@@ -32,6 +32,11 @@ bool rdmaq_cpu_busy(int64_t now_ns)
 	return busy;
 }
 
+void rdmaq_cpu_busy_preempted(int64_t now_ns)
+{
+	(void)now_ns;
+}
+
 /* A message landing at `at_ns`; `late_ns`: how much later than asked a nap ends;
  * `woke_ns`: when the first block (the nap) ended: on a loaded machine, maybe well
  * after it asked. */

@@ -9,7 +9,7 @@ from children import doomed_writer, sleepy_reader, start, stream_reader, transpo
 from observe import blocked_call, kill_stopped
 
 COUNTERS = {"messages", "bytes", "spins", "windows", "misses", "preempted", "naps", "sleeps",
-            "woken", "wakeups", "credits", "busy", "settles", "slice_ns"}
+            "woken", "wakeups", "credits", "busy", "settles", "slice_ns", "immediate"}
 
 
 def test_close_from_another_thread_wakes_blocked_get(transport):

@@ -1,0 +1,37 @@
+"""The ring's non-blocking calls, made without letting go of the GIL.
+
+cffi releases the GIL around every C call.  For a call that cannot block
+that buys nothing and costs a hand-off: another thread that wanted the GIL
+takes it, and this one then sleeps until it gets it back (a vLLM worker's
+main thread reading a step that is already there, while its output thread
+runs).  ctypes' ``PYFUNCTYPE`` calls a C function pointer with the GIL held,
+so these two calls go through it; every call that may wait goes through cffi
+and lets the GIL go, as a blocking call must.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Callable
+
+_TRY_RECV = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                              ctypes.c_void_p)
+_TRY_PUT = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+
+
+def address(ffi: Any, cdata: Any) -> int:
+    """A cffi pointer as the integer ctypes passes."""
+    return int(ffi.cast("uintptr_t", cdata))
+
+
+def _c_function(ffi: Any, lib: Any, name: str, proto: Any) -> Callable[..., int]:
+    return proto(address(ffi, ffi.addressof(lib, name)))  # type: ignore[no-any-return]
+
+
+def try_recv(ffi: Any, lib: Any) -> Callable[[int, int, int, int], int]:
+    """rdmaq_reader_try_recv(reader, buf, cap, &msg_len) with the GIL held."""
+    return _c_function(ffi, lib, "rdmaq_reader_try_recv", _TRY_RECV)
+
+
+def try_put(ffi: Any, lib: Any) -> Callable[[int, int, int], int]:
+    """rdmaq_writer_try_put(writer, iov, iovcnt) with the GIL held."""
+    return _c_function(ffi, lib, "rdmaq_writer_try_put", _TRY_PUT)

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * busy.c: a thread is busy when it waited for a CPU more than an eighth of
+ * the time it was runnable, judged from its own schedstat.  Linked with this
+ * file's rdmaq_thread_schedstat(), so the tests choose what the scheduler
+ * did; the clock is passed in, so nothing is timed.
+ */
+#include "busy.h"
+#include "check.h"
+#include "schedstat.h"
+
+static uint64_t ran, delayed; /* what the fake schedstat says */
+static int looks;
+
+bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns)
+{
+	looks++;
+	*ran_ns = ran;
+	*delayed_ns = delayed;
+	return true;
+}
+
+#define MS 1000000LL
+
+static void test_the_verdict_is_the_share_of_runnable_time_spent_waiting(void)
+{
+	CHECK(!rdmaq_busy_verdict(10 * MS, 0));
+	CHECK(!rdmaq_busy_verdict(7 * MS, 1 * MS)); /* exactly an eighth */
+	CHECK(rdmaq_busy_verdict(6 * MS, 1 * MS));
+	CHECK(rdmaq_busy_verdict(1 * MS, 3 * MS));
+}
+
+static void test_busy_follows_the_growth_since_the_last_verdict(void)
+{
+	int64_t now = 1000 * MS;
+
+	/* A life spent mostly waiting for a CPU. */
+	ran = 2 * MS, delayed = 6 * MS;
+	CHECK(rdmaq_cpu_busy(now));
+	/* Busy holds, without looking. */
+	looks = 0;
+	ran = 100 * MS;
+	CHECK(rdmaq_cpu_busy(now + RDMAQ_BUSY_HOLD_NS - 1) && looks == 0);
+	/* Then it ran 98 ms without waiting: free, although its life says otherwise. */
+	now += RDMAQ_BUSY_HOLD_NS;
+	CHECK(!rdmaq_cpu_busy(now) && looks == 1);
+	/* Free is looked at again after a period, not before. */
+	CHECK(!rdmaq_cpu_busy(now + RDMAQ_BUSY_PERIOD_NS - 1) && looks == 1);
+	/* Runnable for less than RDMAQ_BUSY_MIN_SEEN_NS since: too little to judge. */
+	now += RDMAQ_BUSY_PERIOD_NS;
+	delayed += RDMAQ_BUSY_MIN_SEEN_NS / 2;
+	CHECK(!rdmaq_cpu_busy(now));
+	/* That wait counts once enough is seen: 0.5 + 0.5 ms waited in 1.2 ms. */
+	now += RDMAQ_BUSY_PERIOD_NS;
+	ran += MS / 5, delayed += MS / 2;
+	CHECK(rdmaq_cpu_busy(now));
+	ran += 100 * MS; /* free from here on */
+	CHECK(rdmaq_cpu_busy(now + RDMAQ_BUSY_HOLD_NS - 1));
+}
+
+static void test_a_spin_that_lost_its_cpu_holds_the_thread_busy(void)
+{
+	int64_t now = 50000 * MS;
+
+	ran += 100 * MS; /* free so far */
+	CHECK(!rdmaq_cpu_busy(now));
+	rdmaq_cpu_busy_preempted(now);
+	/* Sleeping, it waits for no CPU: the hold keeps it busy, without looking. */
+	looks = 0;
+	ran += 10 * MS;
+	now += RDMAQ_BUSY_HOLD_NS - 1;
+	CHECK(rdmaq_cpu_busy(now) && looks == 0);
+	/* After the hold, what came after the preemption decides. */
+	now += 1;
+	CHECK(!rdmaq_cpu_busy(now) && looks == 1);
+}
+
+int main(void)
+{
+	test_the_verdict_is_the_share_of_runnable_time_spent_waiting();
+	test_busy_follows_the_growth_since_the_last_verdict();
+	test_a_spin_that_lost_its_cpu_holds_the_thread_busy();
+	return check_report("busy");
+}

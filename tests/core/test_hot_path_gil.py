@@ -1,0 +1,89 @@
+"""A get that finds its message, and a put that finds room and wakes no one,
+keep the GIL (README, "How it works"): another thread of the process runs only
+where a call lets go of it, as a blocking one must.  Seen without timing: with
+the switch interval set for ever, a second thread that wants the GIL gets it
+only when this one releases it, so its count of turns says how often that
+happened."""
+import sys
+import threading
+import time
+
+import pytest
+
+import rdmaq
+from children import TIMEOUT
+
+N = 10_000
+
+
+class GilTurns:
+    """A thread that counts the turns it gets at the GIL."""
+
+    def __init__(self):
+        self.turns = 0
+        self._stop = False
+        self._started = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        self._started.set()
+        while not self._stop:
+            self.turns += 1
+            time.sleep(0.0001)  # lets go of the GIL, then wants it back
+
+    def __enter__(self):
+        self._old = sys.getswitchinterval()
+        sys.setswitchinterval(1e6)  # the GIL changes hands only when its holder lets it go
+        self._t.start()
+        self._started.wait()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop = True
+        sys.setswitchinterval(self._old)
+        self._t.join(TIMEOUT)
+
+
+@pytest.fixture
+def pair(transport):
+    with rdmaq.Writer(1, transport=transport) as w:
+        with rdmaq.Reader(w.handle, 0) as r:
+            w.wait_ready(timeout=TIMEOUT)
+            r.wait_ready(timeout=TIMEOUT)
+            yield w, r
+
+
+def test_queued_gets_and_puts_that_wake_no_one_keep_the_gil(pair):
+    w, r = pair
+    w.put(b"warm", timeout=TIMEOUT)  # the reader's first get makes its buffer
+    assert r.get(timeout=TIMEOUT) == b"warm"
+    before = (w.stats["immediate"], r.stats["immediate"])
+    with GilTurns() as other:
+        time.sleep(0.01)  # the other thread now waits for the GIL
+        turns = other.turns
+        for i in range(N):
+            w.put(i.to_bytes(4, "little"), timeout=TIMEOUT)
+            assert r.get(timeout=TIMEOUT) == i.to_bytes(4, "little")
+        assert other.turns == turns, f"the GIL was let go {other.turns - turns} times in {N} gets and puts"
+    assert (w.stats["immediate"], r.stats["immediate"]) == (before[0] + N, before[1] + N)
+
+
+def test_a_get_that_waits_lets_the_gil_go(pair):
+    w, r = pair
+    with GilTurns() as other:
+        time.sleep(0.01)
+        turns = other.turns
+        with pytest.raises(TimeoutError):
+            r.get(timeout=0.05)
+        assert other.turns > turns
+
+
+def test_a_message_longer_than_a_slot_takes_the_waiting_path(transport):
+    """Only a message of one record is taken without waiting; a longer one
+    arrives whole all the same, by recv."""
+    with rdmaq.Writer(1, transport=transport, slot_bytes=4096) as w, rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=TIMEOUT)
+        msg = bytes(range(256)) * 64
+        w.put(msg, timeout=TIMEOUT)
+        assert r.get(timeout=TIMEOUT) == msg
+        assert r.stats["immediate"] == 0 and w.stats["immediate"] == 1
