@@ -353,7 +353,7 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         than VLLM_RINGBUFFER_WARNING_INTERVAL logs it unless ``indefinite``."""
         start = time.monotonic()
         # rdmaq's reading of a timeout: one beyond the clock's range (10**400, inf) is for ever
-        ns = _timeout_ns(timeout)
+        ns = _timeout_ns(None if timeout is None else max(0, timeout))
         deadline = None if ns < 0 else start + ns / 1e9
         n_warning = 1
         while True:
