@@ -160,6 +160,15 @@ def test_dequeue_timeout():
         _close(r, w)
 
 
+def test_timeouts_beyond_the_clock_wait_for_ever():
+    w, r = _pair()
+    try:
+        w.enqueue("late", timeout=10**400)
+        assert r.dequeue(timeout=10**400) == "late"
+    finally:
+        _close(r, w)
+
+
 def test_enqueue_timeout_when_reader_lags():
     # 8 slots of 4 KiB: the ring fills, the writer feels back-pressure.
     w, r = _pair(max_chunk_bytes=4096, max_chunks=2)
