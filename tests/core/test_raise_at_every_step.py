@@ -59,3 +59,37 @@ def test_get_raising_at_every_step_takes_nothing(message, method):
                 break
         else:
             pytest.fail(f"{method} still met a point to raise at after {MAX_STEPS}")
+
+
+def _held_put(injector, w, r):
+    """Find a point after which put returns and holds the exception: put's
+    message delivered before it (then read)."""
+    for n in range(1, MAX_STEPS):
+        outcome, _ = injector.call(n, lambda: w.put(b"delivered", timeout=SHORT_S))
+        if outcome == "returned" and injector.fired:
+            assert r.get(timeout=SHORT_S) == b"delivered"
+            return
+        if outcome == "raised":
+            continue
+        r.get(timeout=SHORT_S)
+    pytest.fail("no point after which put returns holding the exception")
+
+
+@pytest.mark.parametrize("then", ["put", "close"])
+def test_an_exception_after_the_work_comes_out_of_the_next_call(then):
+    injector = Injector()
+    w = rdmaq.Writer(1, transport="shm")
+    with rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=SHORT_S)
+        _held_put(injector, w, r)
+        if then == "close":
+            with pytest.raises(KeyboardInterrupt):
+                w.close()
+            with pytest.raises(rdmaq.ClosedError):
+                w.put(b"closed", timeout=SHORT_S)
+            return
+        with pytest.raises(KeyboardInterrupt):
+            w.put(b"raised: not delivered", timeout=SHORT_S)
+        w.put(b"next", timeout=SHORT_S)
+        assert r.get(timeout=SHORT_S) == b"next"
+        w.close()  # nothing held any more
