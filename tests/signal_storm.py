@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 
 import rdmaq
 
@@ -34,6 +35,7 @@ SMALL = (16, 4096)
 LARGE = (256 * 1024 + 1, 1 << 20)  # above the reader's one-call scratch (SCRATCH_BYTES)
 END = b"END"
 CALL_TIMEOUT_S = 120  # never reached when things work
+PUT_TIMEOUT_S = 2  # then the writer checks that the reader still runs, and puts again
 MEAN_GAP_US = 200  # between signals: several per large message, one per few small ones
 
 
@@ -136,9 +138,23 @@ def reader_main(handle, seed, gap_s, out):
         report["expected_next"] = expected
         report["reader_signals"] = storm.counts()
         _retry(r.close)
-    except BaseException as e:  # noqa: BLE001 - reported to the parent
-        report["error"] = f"{type(e).__name__}: {e}"
+    except BaseException:  # noqa: BLE001 - reported to the parent
+        report["error"] = traceback.format_exc()[-3000:]
     out.put(report)
+
+
+def _put(w, m, reader):
+    """Put ``m`` until a put returns (True), or until the reader has ended (False:
+    it failed, and reports why)."""
+    while True:
+        try:
+            w.put(m, timeout=PUT_TIMEOUT_S)
+            return True
+        except KeyboardInterrupt:
+            pass
+        except TimeoutError:
+            if not reader.is_alive():
+                return False
 
 
 def one_run(sizes, n, seed, gap_s):
@@ -151,9 +167,10 @@ def one_run(sizes, n, seed, gap_s):
     w.wait_ready(timeout=CALL_TIMEOUT_S)
     with Storm(seed, gap_s) as storm:
         for seq in range(n):
-            m = payload(seq, _size(rng, sizes))
-            _retry(lambda: w.put(m, timeout=CALL_TIMEOUT_S))  # noqa: B023 - called at once
-        _retry(lambda: w.put(END, timeout=CALL_TIMEOUT_S))
+            if not _put(w, payload(seq, _size(rng, sizes)), reader):
+                break
+        else:
+            _put(w, END, reader)
     report = out.get(timeout=CALL_TIMEOUT_S)
     reader.join(CALL_TIMEOUT_S)
     _retry(w.close)
