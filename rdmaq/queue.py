@@ -204,9 +204,11 @@ class _Endpoint:
         self._ptr: Any = backend.ptr
         self._addr = _hold_gil.address(ffi, backend.ptr)  # the same, for _hold_gil's calls
         # Held while C uses the object.  Reentrant only to tell whether this thread holds
-        # it (_is_owned): after a signal handler raised as it was taken, or for a call from
-        # a handler that interrupted one on this endpoint, refused.
+        # it (_is_owned): a call from a signal handler that interrupted one on this
+        # endpoint (_in_call) is refused; a lock left taken by a handler's exception as it
+        # was taken (not _in_call) is let go by this thread's next call.
         self._op: Any = threading.RLock()
+        self._in_call = False  # set once _op is taken, cleared just before it is let go
         # Held while the C object is read outside an operation (stats, last_trace) or freed:
         # reentrant, for a signal handler that reads stats while close() holds it.
         self._life = threading.RLock()
@@ -240,23 +242,30 @@ class _Endpoint:
                 f"{self._pid}: make endpoints in the process that uses them", errno.ESTALE)
         op = self._op
         if op._is_owned():
-            raise RuntimeError(f"{self._kind} {what}: called while this thread's call on this "
-                               f"{self._kind} is under way (from a signal handler?)")
+            if self._in_call:
+                raise RuntimeError(f"{self._kind} {what}: called while this thread's call on "
+                                   f"this {self._kind} is under way (from a signal handler?)")
+            op.release()  # left taken: see below
         try:
             acquired = op.acquire(timeout=_lock_timeout(deadline))
         except BaseException:
-            if op._is_owned():  # taken just before a signal handler raised
+            # A signal handler raised as the lock was taken: let it go (should another
+            # handler's exception come first, this thread's next call lets it go).
+            if op._is_owned():
                 op.release()
             raise
         if not acquired:
             raise TimeoutError(f"{self._kind} {what}: timed out while another thread's call "
                                f"held this {self._kind}")
+        self._in_call = True
         if self._closed:  # closed while we waited for the lock
+            self._in_call = False
             self._op.release()
             raise errors.ClosedError(f"{self._kind} is closed")
         held = self._held
         if held is not None:  # from the last call, which had done its work: raised before this one does any
             self._held = None
+            self._in_call = False
             self._op.release()
             raise held
 
@@ -315,6 +324,7 @@ class _Endpoint:
         try:
             self._wait_ready_locked(deadline)
         finally:
+            self._in_call = False
             self._op.release()
 
     def _wait_ready_locked(self, deadline: float | None) -> None:
@@ -339,7 +349,7 @@ class _Endpoint:
         with self._life:  # one close() goes on; stats read the live object until it is freed
             if self._closed:
                 return
-            if self._op._is_owned():  # the call under way would use the freed object
+            if self._op._is_owned() and self._in_call:  # the call under way would use the freed object
                 raise RuntimeError(f"{self._kind} close: called while this thread's call on "
                                    f"this {self._kind} is under way (from a signal handler?): "
                                    "close it after the call returns")
@@ -469,6 +479,7 @@ class Writer(_Endpoint):
             except BaseException:  # noqa: BLE001, S110 - raised after the read (see _start)
                 pass
             if self._counts.messages == self._done:  # not delivered: the put raises
+                self._in_call = False
                 self._op.release()
                 raise
             # Delivered before a signal handler raised: a put that raised would be put
@@ -476,6 +487,7 @@ class Writer(_Endpoint):
             self._held = e
         self._done += 1
         try:
+            self._in_call = False
             self._op.release()
         except BaseException as e:  # noqa: BLE001 - after the work: held, as above
             if self._held is None:
@@ -505,6 +517,7 @@ class Writer(_Endpoint):
             self._check(rc, what)
             return rc
         finally:
+            self._in_call = False
             self._op.release()
 
 
@@ -591,14 +604,17 @@ class Reader(_Endpoint):
             self._unsure = True  # first: no call comes before it
             if loading and consumes:
                 self._kept = None
+            self._in_call = False
             self._op.release()
             raise
         except BaseException:  # a signal handler's (KeyboardInterrupt...): the message stays
             self._unsure = True
+            self._in_call = False
             self._op.release()
             raise
         self._kept = None  # handed over
         try:
+            self._in_call = False
             self._op.release()
         except BaseException as e:  # noqa: BLE001 - after the work: held for the next call
             if self._held is None:
