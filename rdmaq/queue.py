@@ -37,7 +37,6 @@ _EAGAIN = -errno.EAGAIN
 
 
 _E = TypeVar("_E", bound="_Endpoint")
-_T = TypeVar("_T")
 _NS_FOREVER = 1 << 62  # timeouts beyond this (~146 years) mean "no timeout"
 _S_FOREVER = _NS_FOREVER // 10**9
 _forks = 0  # os.fork()s that made this process, counted in each child
@@ -580,18 +579,19 @@ class Reader(_Endpoint):
 
     def get(self, timeout: float | None = None) -> bytearray:
         """Next message as a bytearray the caller owns."""
-        return self._recv(_own, timeout, "get", consumes=False)
+        msg: bytearray = self._recv(None, timeout, "get", consumes=False)
+        return msg
 
     def recv(self, timeout: float | None = None) -> Any:
         """Next message, unpickled (see Writer.send)."""
         return self._recv(_unpickle, timeout, "recv", consumes=True)
 
-    def _recv(self, load: Callable[[bytearray | memoryview], _T], timeout: float | None,
-              what: str, consumes: bool) -> _T:
-        """The next message through ``load``.  A call that raises took nothing: the message
-        it had taken is kept for the next call; but when ``consumes``, an ``Exception`` of
-        ``load`` (the message's own objects failing to unpickle: they would fail again)
-        consumes it."""
+    def _recv(self, load: Callable[[bytearray | memoryview], Any] | None, timeout: float | None,
+              what: str, consumes: bool) -> Any:
+        """The next message through ``load`` (None: as a bytearray of its own).  A call
+        that raises took nothing: the message it had taken is kept for the next call; but
+        when ``consumes``, an ``Exception`` of ``load`` (the message's own objects failing
+        to unpickle: they would fail again) consumes it."""
         deadline = _deadline(timeout)
         self._enter(deadline, what)
         loading = False
@@ -599,7 +599,11 @@ class Reader(_Endpoint):
             self._wait_ready_locked(deadline)
             msg = self._get_locked(deadline)
             loading = True
-            obj = load(msg)
+            obj: Any
+            if load is not None:
+                obj = load(msg)
+            else:
+                obj = msg if isinstance(msg, bytearray) else bytearray(msg)
         except Exception:
             self._unsure = True  # first: no call comes before it
             if loading and consumes:
@@ -716,10 +720,6 @@ class Reader(_Endpoint):
         self._kept, self._kept_len = partial.buf, n
         self._partial = None
         return partial.buf
-
-
-def _own(msg: bytearray | memoryview) -> bytearray:
-    return msg if isinstance(msg, bytearray) else bytearray(msg)
 
 
 def _unpickle(msg: bytearray | memoryview) -> Any:
