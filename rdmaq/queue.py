@@ -38,6 +38,7 @@ _EAGAIN = -errno.EAGAIN
 
 _E = TypeVar("_E", bound="_Endpoint")
 _NS_FOREVER = 1 << 62  # timeouts beyond this (~146 years) mean "no timeout"
+_S_FOREVER = _NS_FOREVER // 10**9
 _forks = 0  # os.fork()s that made this process, counted in each child
 
 
@@ -55,12 +56,12 @@ def _timeout_ns(timeout: float | None) -> int:
         return -1
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise TypeError(f"timeout must be a number of seconds or None, got {type(timeout).__name__}")
+    if timeout < 0:  # before isnan, which cannot convert an int beyond a float's range
+        raise ValueError(f"timeout must be >= 0, got {timeout}")
+    if timeout >= _S_FOREVER:  # an int too large for a float (10**400) included
+        return -1
     if math.isnan(timeout):
         raise ValueError("timeout must be a number of seconds or None, got nan")
-    if timeout < 0:
-        raise ValueError(f"timeout must be >= 0, got {timeout}")
-    if timeout * 1e9 >= _NS_FOREVER:
-        return -1
     return int(timeout * 1e9)
 
 
@@ -194,6 +195,11 @@ class _Endpoint:
     _kind = "endpoint"  # "writer" or "reader", for messages
     _closed = True  # until the backend exists, for __del__
     _final_stats: dict[str, int] = {}
+    _final_trace: dict[str, Any] = {"start_ns": 0, "mid_ns": 0, "end_ns": 0, "how": "none"}
+    _ptr: Any = None  # the C object, until close() frees it
+    # What a signal handler raised once the call had done its work: the next call raises it.
+    _held: BaseException | None = None
+    _life = threading.RLock()  # (each endpoint gets its own in _start)
 
     def _start(self, backend: Backend, ffi: Any, lib: Any, ops: _COps) -> None:
         self._b = backend
@@ -201,11 +207,27 @@ class _Endpoint:
         self._ops = ops
         self._ptr: Any = backend.ptr
         self._addr = _hold_gil.address(ffi, backend.ptr)  # the same, for _hold_gil's calls
-        self._op = threading.Lock()  # held while C uses the object
+        # Held while C uses the object.  Reentrant only to tell whether this thread holds
+        # it (_is_owned): a call from a signal handler that interrupted one on this
+        # endpoint (_in_call) is refused; a lock left taken by a handler's exception as it
+        # was taken (not _in_call) is let go by this thread's next call.
+        self._op: Any = threading.RLock()
+        self._in_call = False  # set once _op is taken, cleared just before it is let go
+        # Held while the C object is read outside an operation (stats, last_trace) or freed:
+        # reentrant, for a signal handler that reads stats while close() holds it.
+        self._life = threading.RLock()
         self._closed = False
         self._ready = False
         self._pid = os.getpid()
         self._forks = _forks
+        # The C object's count of messages put or got, and its mirror: after an exception,
+        # a count above the mirror says the call had done its work before it came.  The
+        # code between a call's work and its return makes no call that can raise but the
+        # count's read, whose exception comes after it (a signal handler runs only after a
+        # C function returns, as a Python function starts, or in a loop): see Writer.put.
+        self._counts = ffi.new("struct rdmaq_stats *")
+        ops.stats(self._ptr, self._counts)
+        self._done: int = self._counts.messages
 
     def _check(self, rc: int, what: str) -> None:
         errors.raise_for(rc, f"{self._kind} {what}", self._lib, self._ffi)
@@ -222,12 +244,34 @@ class _Endpoint:
             raise errors.ForkedError(
                 f"{self._kind} {what}: {self._kind} belongs to the parent process (fork), pid "
                 f"{self._pid}: make endpoints in the process that uses them", errno.ESTALE)
-        if not self._op.acquire(timeout=_lock_timeout(deadline)):
+        op = self._op
+        if op._is_owned():
+            if self._in_call:
+                raise RuntimeError(f"{self._kind} {what}: called while this thread's call on "
+                                   f"this {self._kind} is under way (from a signal handler?)")
+            op.release()  # left taken: see below
+        try:
+            acquired = op.acquire(timeout=_lock_timeout(deadline))
+        except BaseException:
+            # A signal handler raised as the lock was taken: let it go (should another
+            # handler's exception come first, this thread's next call lets it go).
+            if op._is_owned():
+                op.release()
+            raise
+        if not acquired:
             raise TimeoutError(f"{self._kind} {what}: timed out while another thread's call "
                                f"held this {self._kind}")
+        self._in_call = True
         if self._closed:  # closed while we waited for the lock
+            self._in_call = False
             self._op.release()
             raise errors.ClosedError(f"{self._kind} is closed")
+        held = self._held
+        if held is not None:  # from the last call, which had done its work: raised before this one does any
+            self._held = None
+            self._in_call = False
+            self._op.release()
+            raise held
 
     def _c_stats(self) -> dict[str, int]:
         s = self._ffi.new("struct rdmaq_stats *")
@@ -244,10 +288,15 @@ class _Endpoint:
         """Timestamps of the last put/get (CLOCK_MONOTONIC ns), for profiling: writer
         ``start`` (call), ``mid`` (records copied), ``end`` (published, readers woken);
         reader ``start`` (the writer's stamp), ``mid`` (record seen), ``end`` (copied out);
-        ``how`` the wait ended: ready, spin, window, woken."""
+        ``how`` the wait ended: ready, spin, window, woken.  After close, the last as it was."""
+        with self._life:
+            if self._ptr is None:
+                return dict(self._final_trace)
+            return self._c_trace()
+
+    def _c_trace(self) -> dict[str, Any]:
         t = self._ffi.new("struct rdmaq_trace *")
-        if not self._closed:
-            self._ops.trace(self._ptr, t)
+        self._ops.trace(self._ptr, t)
         how = ("none", "ready", "spin", "window", "woken")
         return {"start_ns": t.start_ns, "mid_ns": t.mid_ns, "end_ns": t.end_ns,
                 "how": how[t.how] if t.how < len(how) else str(t.how)}
@@ -265,11 +314,12 @@ class _Endpoint:
     def stats(self) -> dict[str, int]:
         """The ring's counters, plus the transport's (verbs: QPs created/reused...);
         after close, the ring's counters as they were."""
-        if self._closed:
-            return dict(self._final_stats)
-        stats = self._c_stats()
-        stats.update(self._b.extra_stats())
-        return stats
+        with self._life:
+            if self._ptr is None:
+                return dict(self._final_stats)
+            stats = self._c_stats()
+            stats.update(self._b.extra_stats())
+            return stats
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every reader has attached and the writer connected them."""
@@ -278,6 +328,7 @@ class _Endpoint:
         try:
             self._wait_ready_locked(deadline)
         finally:
+            self._in_call = False
             self._op.release()
 
     def _wait_ready_locked(self, deadline: float | None) -> None:
@@ -288,21 +339,37 @@ class _Endpoint:
         self._ready = True
 
     def close(self) -> None:
-        """Close the endpoint; a put/get blocked in another thread raises ClosedError."""
-        if self._closed:
-            return
-        self._closed = True
+        """Close the endpoint; a put/get blocked in another thread raises ClosedError.
+        Then raise what a signal handler raised after the last call had done its work,
+        if no call raised it since (README, Errors)."""
+        try:
+            self._close()
+        finally:
+            held, self._held = self._held, None
+            if held is not None:
+                raise held
+
+    def _close(self) -> None:
+        with self._life:  # one close() goes on; stats read the live object until it is freed
+            if self._closed:
+                return
+            if self._op._is_owned() and self._in_call:  # the call under way would use the freed object
+                raise RuntimeError(f"{self._kind} close: called while this thread's call on "
+                                   f"this {self._kind} is under way (from a signal handler?): "
+                                   "close it after the call returns")
+            self._closed = True
         if self._forks != _forks:
             # A fork()ed copy: the queue belongs to the parent, leave it be.
             return
         self._ops.cancel(self._ptr)  # wakes a blocked operation, which then releases _op
-        with self._op:
+        with self._op, self._life:
             self._final_stats = self._c_stats()
+            self._final_trace = self._c_trace()
+            ptr, self._ptr = self._ptr, None  # stats and last_trace no longer reach it
             try:
-                self._ops.close(self._ptr)
+                self._ops.close(ptr)
             finally:
-                self._ops.destroy(self._ptr)
-                self._ptr = None
+                self._ops.destroy(ptr)
             self._b.close()
 
     def __enter__(self: _E) -> _E:
@@ -313,7 +380,7 @@ class _Endpoint:
 
     def __del__(self) -> None:
         try:
-            self.close()
+            self._close()
         except Exception:
             pass
 
@@ -410,8 +477,25 @@ class Writer(_Endpoint):
             while rc == _EINTR:
                 rc = lib.rdmaq_writer_resume(self._ptr, iov, len(parts), _remaining_ns(deadline))
             self._check(rc, "put")
-        finally:
+        except BaseException as e:
+            try:
+                self._ops.stats(self._ptr, self._counts)
+            except BaseException:  # noqa: BLE001, S110 - raised after the read (see _start)
+                pass
+            if self._counts.messages == self._done:  # not delivered: the put raises
+                self._in_call = False
+                self._op.release()
+                raise
+            # Delivered before a signal handler raised: a put that raised would be put
+            # again, so this one returns and the next call raises the exception.
+            self._held = e
+        self._done += 1
+        try:
+            self._in_call = False
             self._op.release()
+        except BaseException as e:  # noqa: BLE001 - after the work: held, as above
+            if self._held is None:
+                self._held = e
 
     def send(self, obj: Any, timeout: float | None = None) -> None:
         """Pickle ``obj`` (protocol 5, large buffers out of band) and put it."""
@@ -437,6 +521,7 @@ class Writer(_Endpoint):
             self._check(rc, what)
             return rc
         finally:
+            self._in_call = False
             self._op.release()
 
 
@@ -485,32 +570,86 @@ class Reader(_Endpoint):
         self.index = index
         self.transport = handle.transport
         self._scratch: _Scratch | None = None  # made at the first get
-        self._partial: _PartialMessage | None = None  # a message a timeout cut short
+        # A message longer than the scratch buffer that a timeout or an exception cut
+        # short: the C reader keeps its place, the next get reads the rest into it.
+        self._partial: _PartialMessage | None = None
+        self._into: _PartialMessage | None = None  # where the last C read went (None: scratch)
+        # A message taken from the ring but not handed over (its get raised): the next
+        # get or recv returns it first.
+        self._kept: bytearray | None = None
+        self._kept_len = 0
+        self._unsure = False  # the last call raised: did C take a message first?
         self._warm = warm or None
         self._configure_wait(spin_us, slice_us, anticipate, restore_slice, free_spin_ns)
 
     def get(self, timeout: float | None = None) -> bytearray:
         """Next message as a bytearray the caller owns."""
+        msg: bytearray = self._recv(None, timeout, "get", consumes=False)
+        return msg
+
+    def recv(self, timeout: float | None = None) -> Any:
+        """Next message, unpickled (see Writer.send)."""
+        return self._recv(_unpickle, timeout, "recv", consumes=True)
+
+    def _recv(self, load: Callable[[bytearray | memoryview], Any] | None, timeout: float | None,
+              what: str, consumes: bool) -> Any:
+        """The next message through ``load`` (None: as a bytearray of its own).  A call
+        that raises took nothing: the message it had taken is kept for the next call; but
+        when ``consumes``, an ``Exception`` of ``load`` (the message's own objects failing
+        to unpickle: they would fail again) consumes it."""
         deadline = _deadline(timeout)
-        self._enter(deadline, "get")
+        self._enter(deadline, what)
+        loading = False
         try:
             self._wait_ready_locked(deadline)
             msg = self._get_locked(deadline)
-            return msg if isinstance(msg, bytearray) else bytearray(msg)
-        finally:
+            loading = True
+            obj: Any
+            if load is not None:
+                obj = load(msg)
+            else:
+                obj = msg if isinstance(msg, bytearray) else bytearray(msg)
+        except Exception:
+            self._unsure = True  # first: no call comes before it
+            if loading and consumes:
+                self._kept = None
+            self._in_call = False
             self._op.release()
+            raise
+        except BaseException:  # a signal handler's (KeyboardInterrupt...): the message stays
+            self._unsure = True
+            self._in_call = False
+            self._op.release()
+            raise
+        self._kept = None  # handed over
+        try:
+            self._in_call = False
+            self._op.release()
+        except BaseException as e:  # noqa: BLE001 - after the work: held for the next call
+            if self._held is None:
+                self._held = e
+        return obj
 
     def _get_locked(self, deadline: float | None) -> bytearray | memoryview:
         """The next message: a view of the scratch buffer when it fits there (valid
-        until the next call), else a bytearray of its own."""
+        until the next call), else a bytearray of its own.  It stays in ``_kept`` until
+        the caller clears that (handed over)."""
+        if self._unsure:
+            self._settle()
+        if self._kept is not None:
+            return memoryview(self._kept)[:self._kept_len]
         if self._partial is None:
             # A message already there is taken without letting go of the GIL (_hold_gil).
             if self._scratch is None:
                 self._scratch = _Scratch(self._ffi)
             s = self._scratch
+            self._into = None
             rc = self._try_recv(self._addr, s.buf_addr, SCRATCH_BYTES, s.msg_len_addr)
             if rc == 0:
-                return memoryview(s.buf)[:s.msg_len[0]]
+                self._done += 1
+                n = s.msg_len[0]
+                self._kept, self._kept_len = s.buf, n
+                return memoryview(s.buf)[:n]
             if rc != _EAGAIN:
                 self._check(rc, "get")
         if self._warm is not None and self._partial is None:
@@ -521,6 +660,21 @@ class Reader(_Endpoint):
                 return msg
             # The writer gave that message up after sending part of it (a put that
             # failed): it is dropped, and the next message is this get's.
+
+    def _settle(self) -> None:
+        """After a call that raised: a message C had taken by then (the count says) and
+        the call did not keep is where that read put it: keep it."""
+        self._ops.stats(self._ptr, self._counts)
+        if self._counts.messages != self._done:
+            into = self._into
+            if into is None:
+                assert self._scratch is not None
+                self._kept, self._kept_len = self._scratch.buf, self._scratch.msg_len[0]
+            else:
+                self._kept, self._kept_len = into.buf, into.length
+                self._partial = None
+            self._done = self._counts.messages
+        self._unsure = False
 
     def _nap_and_warm(self, warm: Callable[[], object], deadline: float | None) -> None:
         """Nap until the next message is due, then warm the caches that receiving it
@@ -533,50 +687,51 @@ class Reader(_Endpoint):
             self._check(rc, "get")
 
     def _receive(self, deadline: float | None) -> bytearray | memoryview | None:
-        """One message, or None when the writer abandoned it (-ECONNABORTED).  A timeout
-        in the middle of a message leaves it in ``_partial``, where the next call resumes."""
+        """One message, or None when the writer abandoned it (-ECONNABORTED).  A message
+        cut short (a timeout, an exception) is resumed by the next call: the C reader
+        keeps its place, a short one's start stays in the scratch buffer, a long one's
+        in ``_partial``."""
         lib, ffi = self._lib, self._ffi
-        partial = self._partial
-        if partial is None:
-            if self._scratch is None:
-                self._scratch = _Scratch(ffi)
-            s = self._scratch
-            s.msg_len[0] = 0
-            rc = self._call(lib.rdmaq_reader_recv, self._ptr, s.c_buf, SCRATCH_BYTES, s.msg_len,
-                            deadline=deadline)
-            n = s.msg_len[0]
-            if rc == 0:
-                return memoryview(s.buf)[:n]
-            if rc == -errno.ECONNABORTED:
-                return None
-            if rc != -errno.ENOBUFS:
-                if rc == -errno.ETIMEDOUT and 0 < n <= SCRATCH_BYTES:
-                    self._partial = _PartialMessage(s.buf, n)  # its start is in scratch
-                self._check(rc, "get")
-            partial = _PartialMessage(bytearray(n), n)  # larger than scratch: a buffer of its own
-        rc = self._call(lib.rdmaq_reader_read, self._ptr, ffi.from_buffer(partial.buf), partial.length,
+        if self._scratch is None:
+            self._scratch = _Scratch(ffi)
+        s = self._scratch
+        s.msg_len[0] = 0
+        self._into = None
+        rc = self._call(lib.rdmaq_reader_recv, self._ptr, s.c_buf, SCRATCH_BYTES, s.msg_len,
                         deadline=deadline)
-        self._partial = partial if rc == -errno.ETIMEDOUT else None
+        n = s.msg_len[0]
+        if rc == 0:
+            self._done += 1
+            self._kept, self._kept_len = s.buf, n
+            return memoryview(s.buf)[:n]
         if rc == -errno.ECONNABORTED:
             return None
-        self._check(rc, "get")
-        if self._scratch is not None and partial.buf is self._scratch.buf:
-            return memoryview(partial.buf)[:partial.length]
+        if rc != -errno.ENOBUFS:
+            self._check(rc, "get")
+        # Larger than scratch: a buffer of its own, or the one of the message's start.  (A
+        # partial message the writer abandoned meanwhile leaves one of its length: the
+        # next message, read from its start, fills it all.)
+        partial = self._partial
+        if partial is None or partial.length != n:
+            partial = self._partial = _PartialMessage(bytearray(n), n)
+        self._into = partial
+        rc = self._call(lib.rdmaq_reader_read, self._ptr, ffi.from_buffer(partial.buf), n,
+                        deadline=deadline)
+        if rc == -errno.ECONNABORTED:
+            self._partial = None
+            return None
+        self._check(rc, "get")  # an error leaves _partial: the C reader kept its place
+        self._done += 1
+        self._kept, self._kept_len = partial.buf, n
+        self._partial = None
         return partial.buf
 
-    def recv(self, timeout: float | None = None) -> Any:
-        """Next message, unpickled (see Writer.send)."""
-        deadline = _deadline(timeout)
-        self._enter(deadline, "recv")
-        try:
-            self._wait_ready_locked(deadline)
-            msg = self._get_locked(deadline)
-            if isinstance(msg, memoryview):
-                # Out-of-band buffers alias the message: they need a copy of their own.
-                with msg:
-                    if serialize.out_of_band_count(msg):
-                        return serialize.loads(bytearray(msg))
-                    return serialize.loads(msg)
+
+def _unpickle(msg: bytearray | memoryview) -> Any:
+    if isinstance(msg, memoryview):
+        # Out-of-band buffers alias the message: they need a copy of their own.
+        with msg:
+            if serialize.out_of_band_count(msg):
+                return serialize.loads(bytearray(msg))
             return serialize.loads(msg)
-        finally:
-            self._op.release()
+    return serialize.loads(msg)

@@ -128,6 +128,16 @@ def doomed_writer(transport, n, out):
         w.put(b"x" * 100)
 
 
+def writer_of(transport, slot_bytes, slots, messages, out):
+    """Hand out the handle, put ``messages``, then close once the reader has closed."""
+    with rdmaq.Writer(1, transport=transport, slot_bytes=slot_bytes, slots=slots) as w:
+        out.put(w.handle)
+        w.wait_ready(timeout=TIMEOUT)
+        for m in messages:
+            w.put(m, timeout=TIMEOUT)
+        out.put("sent")
+
+
 def idle_writer(transport, out):
     """Create a queue, hand out its handle, then never serve it."""
     w = rdmaq.Writer(1, transport=transport)

@@ -4,6 +4,7 @@ Readers find the segment by the name in the handle; nothing to rendezvous.
 """
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any, cast
 
@@ -96,9 +97,9 @@ class ReaderBackend:
     def __init__(self, handle: Handle, index: int, spin_ns: int) -> None:
         info = check_info(cast(ShmInfo, handle.info))  # Handle.check saw to its type
         if info.boot_id and info.boot_id != _boot_id():
-            raise ValueError("this shm handle was made on another host (or before a reboot): its "
-                             "info.boot_id is not this host's; use transport='verbs' for readers "
-                             "on other hosts")
+            raise errors.QueueNotFoundError(
+                "this shm handle was made on another host (or before a reboot): its info.boot_id "
+                "is not this host's; use transport='verbs' for readers on other hosts", errno.ENOENT)
         out = ffi.new("struct rdmaq_reader **")
         errors.raise_for(lib.rdmaq_shm_reader_attach(out, info.name.encode(), index, spin_ns),
                          f"attach reader {index}", lib, ffi)

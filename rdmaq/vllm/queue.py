@@ -41,6 +41,7 @@ from vllm.distributed.utils import StatelessProcessGroup
 
 import rdmaq
 from rdmaq import serialize
+from rdmaq.queue import _timeout_ns
 
 from . import _stats
 from ._geometry import ring_geometry
@@ -218,7 +219,7 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         self._writer = None
         self._reader = None
         self._remote = None
-        self._ready: Any = None  # a message readable() took, which dequeue() returns first
+        self._ready: tuple[Any] | None = None  # (what readable() took,): dequeue() returns it first
 
     def _finalizer_for(self, endpoints: list[Any]) -> None:
         eps = [e for e in endpoints if e is not None]
@@ -309,10 +310,18 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
                 self._writer.put(serialize.frame(pickled), timeout=timeout)
             except rdmaq.ClosedError:
                 raise _cancelled() from None
-        if self._remote is not None:
-            # vLLM's wire format: the pickle, then each out-of-band buffer
-            self._remote.send([b"".join(pickled.stream), *pickled.buffers])
-        self._stats.count(pickled.stream_bytes + sum(b.nbytes for b in pickled.buffers))
+        try:
+            if self._remote is not None:
+                # vLLM's wire format: the pickle, then each out-of-band buffer
+                self._remote.send([b"".join(pickled.stream), *pickled.buffers])
+            self._stats.count(pickled.stream_bytes + sum(b.nbytes for b in pickled.buffers))
+        except BaseException as e:
+            if self._writer is None:
+                raise
+            # The ring's readers have it: an enqueue that raised would be enqueued again.
+            # As the writer does (README, Errors), the next call raises it.
+            if self._writer._held is None:
+                self._writer._held = e
 
     @_vllm_unless_rdmaq
     def dequeue(self, timeout: float | None = None, indefinite: bool = False) -> Any:
@@ -321,16 +330,24 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
             raise RuntimeError("Only readers can dequeue")
         if self.shutting_down:
             raise _cancelled()
-        get: Callable[..., Any] = self._reader.get if self._reader is not None else self._remote.recv
-        msg, self._ready = self._ready, None
-        try:
-            if msg is None:
+        reader = self._reader
+        if reader is not None:
+            # Unpickled inside the reader's call: a dequeue that raises (a signal handler's
+            # KeyboardInterrupt) leaves the message to the next (README, Errors).
+            def get(timeout: float | None) -> Any:
+                return reader._recv(self._unpickle_ring_message, timeout, "dequeue", consumes=True)
+        else:
+            get = self._remote.recv
+        ready, self._ready = self._ready, None
+        if ready is not None:
+            msg = ready[0]
+        else:
+            try:
                 msg = self._wait(get, timeout, indefinite)
-        except rdmaq.ClosedError:
-            raise _cancelled() from None
-        if self._reader is not None:
-            self._stats.count(len(msg))
-            return serialize.loads(msg)  # msg is ours: its buffers become the objects' own
+            except rdmaq.ClosedError:
+                raise _cancelled() from None
+        if reader is not None:
+            return msg
         frames = msg
         self._stats.count(sum(len(f) for f in frames))
         return pickle.loads(frames[0], buffers=frames[1:])
@@ -358,20 +375,31 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         if self.shutting_down:
             raise _cancelled()
         if self._ready is None:
-            get = self._reader.get if self._reader is not None else self._remote.recv
+            reader = self._reader
             try:
-                self._ready = get(timeout=timeout)
+                if reader is not None:
+                    obj = reader._recv(self._unpickle_ring_message, timeout, "readable", consumes=True)
+                else:
+                    obj = self._remote.recv(timeout=timeout)
             except TimeoutError:
                 return False
             except rdmaq.ClosedError:
                 raise _cancelled() from None
+            self._ready = (obj,)
         return True
+
+    def _unpickle_ring_message(self, msg: bytearray | memoryview) -> Any:
+        self._stats.count(len(msg))
+        # a view of the reader's scratch buffer is copied: the objects' buffers must be their own
+        return serialize.loads(bytearray(msg) if isinstance(msg, memoryview) else msg)
 
     def _wait(self, get: Callable[..., Any], timeout: float | None, indefinite: bool) -> Any:
         """Call ``get`` in slices so that, like vLLM, a reader waiting longer
         than VLLM_RINGBUFFER_WARNING_INTERVAL logs it unless ``indefinite``."""
         start = time.monotonic()
-        deadline = None if timeout is None else start + max(0.0, timeout)
+        # rdmaq's reading of a timeout: one beyond the clock's range (10**400, inf) is for ever
+        ns = _timeout_ns(None if timeout is None else max(0, timeout))
+        deadline = None if ns < 0 else start + ns / 1e9
         n_warning = 1
         while True:
             interval = _sb.VLLM_RINGBUFFER_WARNING_INTERVAL

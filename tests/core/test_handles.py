@@ -58,7 +58,7 @@ def test_handle_for_unknown_transport_or_version():
 def test_handle_from_another_host():
     with rdmaq.Writer(1, transport="shm") as w:
         h = rdmaq.Handle("shm", 1, dataclasses.replace(w.handle.info, boot_id="another-machine"))
-        with pytest.raises(ValueError, match="made on another host"):
+        with pytest.raises(rdmaq.QueueNotFoundError, match="made on another host"):
             rdmaq.Reader(h, 0)
 
 

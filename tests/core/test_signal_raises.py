@@ -8,13 +8,15 @@ next message whole, never half of the one before.  A get that raised lost no
 message: the next get returns it.  (A get cut mid-message by its timeout resumes
 it: test_flow_control.py.)
 """
+import os
 import signal
 import threading
 
 import pytest
 
 import rdmaq
-from children import TIMEOUT
+from children import CTX, TIMEOUT, start, writer_of
+from observe import in_thread, sleeps, wait_blocked, wait_until
 
 
 class Interrupted(Exception):
@@ -113,3 +115,42 @@ def test_a_signal_another_thread_took_still_reaches_a_blocked_get():
     p = subprocess.run([sys.executable, "-c", OTHER_THREAD_CHILD], capture_output=True, text=True, timeout=20)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["INTERRUPTED", "after"]
+
+
+def test_a_get_raised_out_of_mid_message_resumes_it_whole(transport):
+    """A message longer than the reader's scratch buffer (256 KiB), half read when a
+    handler raises: the next get returns all of it, its start included, then the next."""
+    big = bytes(i % 251 for i in range(1 << 20))  # 64 rings' worth: it streams
+    out = CTX.Queue()
+    writer = start(writer_of, transport, 1024, 16, [big, b"after"], out)
+    try:
+        with rdmaq.Reader(out.get(timeout=TIMEOUT), 0) as r:
+            r.wait_ready(timeout=TIMEOUT)
+            before = r.last_trace["start_ns"]
+            main = threading.main_thread().ident
+
+            def stop_writer_then_interrupt():
+                # the message has begun (its first record sets the trace), the writer
+                # stops mid-message, the reader drains the ring and blocks: SIGINT
+                wait_until(lambda: r.last_trace["start_ns"] != before, "the message to begin")
+                os.kill(writer.pid, signal.SIGSTOP)
+                wait_blocked(r, sleeps(r), what="the get")
+                signal.pthread_kill(main, signal.SIGINT)
+
+            t, box = in_thread(stop_writer_then_interrupt)
+            old = signal.signal(signal.SIGINT, signal.default_int_handler)
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    r.get(timeout=TIMEOUT)
+            finally:
+                signal.signal(signal.SIGINT, old)
+            t.join(TIMEOUT)
+            assert box == {"value": None}
+            os.kill(writer.pid, signal.SIGCONT)
+            got = r.get(timeout=TIMEOUT)
+            assert len(got) == len(big) and got == big
+            assert r.get(timeout=TIMEOUT) == b"after"
+            assert r.stats["messages"] == 2
+    finally:
+        os.kill(writer.pid, signal.SIGCONT)
+        writer.join(TIMEOUT)

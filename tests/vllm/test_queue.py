@@ -160,6 +160,15 @@ def test_dequeue_timeout():
         _close(r, w)
 
 
+def test_timeouts_beyond_the_clock_wait_for_ever():
+    w, r = _pair()
+    try:
+        w.enqueue("late", timeout=10**400)
+        assert r.dequeue(timeout=10**400) == "late"
+    finally:
+        _close(r, w)
+
+
 def test_enqueue_timeout_when_reader_lags():
     # 8 slots of 4 KiB: the ring fills, the writer feels back-pressure.
     w, r = _pair(max_chunk_bytes=4096, max_chunks=2)
@@ -283,6 +292,43 @@ def test_long_wait_logs_unless_indefinite(monkeypatch, caplog):
             with pytest.raises(TimeoutError):
                 r.dequeue(timeout=0.02, indefinite=True)
             assert "No available shared memory broadcast block" not in caplog.text
+    finally:
+        _close(r, w)
+
+
+# ------------------------------------------------- signal handlers that raise
+def _same(a, b):
+    if isinstance(a, np.ndarray):
+        return type(b) is np.ndarray and np.array_equal(a, b)
+    return a == b
+
+
+@pytest.mark.parametrize("obj", [{"k": [1, 2], "s": "x" * 100}, np.arange(100_000)],
+                         ids=["small", "out-of-band"])
+def test_enqueue_and_dequeue_raising_at_every_step(obj):
+    """A KeyboardInterrupt at every point of enqueue and dequeue where a signal handler
+    can run (tests/inject.py): an enqueue that raised delivered nothing (it is enqueued
+    again), one that returned delivered once; a dequeue that raised took nothing."""
+    from inject import Injector, next_call
+
+    w, r = _pair()
+    injector = Injector()
+    try:
+        for n in range(1, 1000):
+            outcome, _ = injector.call(n, lambda: w.enqueue(obj, timeout=10))
+            if outcome == "raised":
+                next_call(lambda: w.enqueue(obj, timeout=10))
+            next_call(lambda: w.enqueue("marker", timeout=10))
+            writer_fired = injector.fired
+            outcome, got = injector.call(n, lambda: r.dequeue(timeout=10))
+            if outcome == "raised":
+                got = next_call(lambda: r.dequeue(timeout=10))
+            assert _same(obj, got), (n, outcome)
+            assert next_call(lambda: r.dequeue(timeout=10)) == "marker", n
+            if not writer_fired and not injector.fired:
+                break
+        else:
+            pytest.fail("enqueue/dequeue still met a point to raise at after 1000")
     finally:
         _close(r, w)
 
