@@ -146,8 +146,9 @@ def test_the_report_of_a_working_machine():
     assert text[i + 1] == "  short slice for blocked readers: yes"
     assert "  tick: HZ=1000; cpuidle driver: none" in text
     assert "  runnable tasks now: 1 on 2 CPUs" in text
-    assert text[-5:] == ["  shm: usable", "  verbs: usable", "note: pyverbs failed (x); read sysfs instead",
-                         "Advice:", "  - do this"]
+    assert text[-6:] == ["  shm: usable", "  verbs: usable",
+                         "vLLM leftovers (vllm_dist_* in /dev/shm, /tmp): none",
+                         "note: pyverbs failed (x); read sysfs instead", "Advice:", "  - do this"]
 
 
 def test_the_report_of_a_machine_without_rdma():
@@ -168,7 +169,8 @@ def test_the_report_of_a_machine_without_rdma():
     # 3 runnable on 2 CPUs: this process and two others fill them
     assert ("  runnable tasks now: 3 on 2 CPUs  (the machine's count; a reader judges its own CPU by "
             "its run delay)") in text
-    assert text[-2:] == ["  shm: NOT usable: ?", "  verbs: NOT usable: no ACTIVE RDMA port"]
+    assert text[-3:] == ["  shm: NOT usable: ?", "  verbs: NOT usable: no ACTIVE RDMA port",
+                         "vLLM leftovers (vllm_dist_* in /dev/shm, /tmp): none"]
 
 
 def test_runnable_tasks_that_leave_a_cpu_free_are_not_oversubscribed():

@@ -120,7 +120,9 @@ def test_a_signal_another_thread_took_still_reaches_a_blocked_get():
 def test_a_get_raised_out_of_mid_message_resumes_it_whole(transport):
     """A message longer than the reader's scratch buffer (256 KiB), half read when a
     handler raises: the next get returns all of it, its start included, then the next."""
-    big = bytes(i % 251 for i in range(1 << 20))  # 64 rings' worth: it streams
+    # 2048 rings' worth: it streams for long enough that the writer is stopped mid-message
+    # whatever the machine (at 1 MiB a quiet machine could pass all of it between two polls)
+    big = (bytes(range(251)) * ((32 << 20) // 251 + 1))[:32 << 20]
     out = CTX.Queue()
     writer = start(writer_of, transport, 1024, 16, [big, b"after"], out)
     try:
