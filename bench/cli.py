@@ -18,7 +18,7 @@ from rdmaq.vllm import SUPPORTED_VLLM
 from . import machine
 from .output import check_plot_format
 from .output import write_json as _write_json
-from .queues import ADAPTERS, BASELINES, make_adapter, parse_queue
+from .queues import ADAPTERS, BASELINES, parse_queue, split_usable
 from .report import VLLM_SPIN_AFTER_LAST_S
 
 DEFAULT_QUEUES = "rdmaq-shm,rdmaq-verbs,vllm,vllm-spinloop"
@@ -351,15 +351,7 @@ def main(argv=None) -> int:
     from .runner import run_cell
     from .stats import CDF_Q
 
-    skipped = {}
-    usable = []
-    for q in queues:
-        why = make_adapter(q).available()
-        if why:
-            skipped[q] = why
-            print(f"{PROG}: skipping {q}: {why}", file=sys.stderr)
-        else:
-            usable.append(q)
+    usable, skipped = split_usable(queues, PROG)
     alone = compares_nothing(queues, usable)
     if alone:
         print(f"{PROG}: {NO_COMPARISON}", file=sys.stderr)

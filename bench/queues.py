@@ -389,3 +389,16 @@ def make_adapter(name: str) -> QueueAdapter:
         adapter.env = env
         adapter.name = name
     return adapter
+
+
+def split_usable(queues: list[str], prog: str) -> tuple[list[str], dict[str, str]]:
+    """The queues that can run here, and why each other cannot (said on stderr as well)."""
+    usable, skipped = [], {}
+    for q in queues:
+        why = make_adapter(q).available()
+        if why:
+            skipped[q] = why
+            print(f"{prog}: skipping {q}: {why}", file=sys.stderr)
+        else:
+            usable.append(q)
+    return usable, skipped

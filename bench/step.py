@@ -26,7 +26,7 @@ from rdmaq.cli import ArgumentParser, fail, missing_package, quiet_spawn_context
 
 from . import machine, proc, step_proc
 from .cli import parse_int_list
-from .queues import ADAPTERS, BASELINES, make_adapter, parse_queue
+from .queues import ADAPTERS, BASELINES, make_adapter, parse_queue, split_usable
 from .runner import CellError, _expect, _Peer
 
 PROG = "rdmaq bench step"
@@ -344,14 +344,7 @@ def main(argv=None) -> int:
         why = cuda_unavailable()
         if why:
             return fail(PROG, why)
-    usable, skipped = [], {}
-    for q in queues:
-        why = make_adapter(q).available()
-        if why:
-            skipped[q] = why
-            print(f"{PROG}: skipping {q}: {why}", file=sys.stderr)
-        else:
-            usable.append(q)
+    usable, skipped = split_usable(queues, PROG)
     if not usable:
         return fail(PROG, "no queue to measure")
     if any(parse_queue(q)[0] in BASELINES for q in queues) and not any(
