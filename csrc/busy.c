@@ -5,45 +5,51 @@
 
 /* Per thread: the verdict is about the CPU this thread gets. */
 static __thread int64_t busy_checked = INT64_MIN;
-static __thread uint64_t ran_before, delayed_before; /* at the last verdict; 0 before it */
+static __thread uint64_t ran_before, delayed_before, slices_before; /* at the last verdict */
 static __thread bool busy_state;
 static __thread int64_t busy_hold_until = INT64_MIN;
 
-bool rdmaq_busy_verdict(uint64_t ran_ns, uint64_t delayed_ns)
+bool rdmaq_busy_verdict(uint64_t ran_ns, uint64_t delayed_ns, uint64_t slices)
 {
-	return delayed_ns * RDMAQ_BUSY_DELAY_SHARE > ran_ns + delayed_ns;
+	uint64_t woken = slices * RDMAQ_BUSY_WAKE_NS;
+	uint64_t waited = delayed_ns > woken ? delayed_ns - woken : 0;
+
+	return waited * RDMAQ_BUSY_DELAY_SHARE > ran_ns + delayed_ns;
 }
 
 bool rdmaq_cpu_busy(int64_t now)
 {
-	uint64_t ran, delayed;
+	uint64_t ran, delayed, slices;
 
 	if (now < busy_hold_until ||
 	    (busy_checked != INT64_MIN && now - busy_checked < RDMAQ_BUSY_PERIOD_NS))
 		return busy_state;
 	busy_checked = now;
-	if (!rdmaq_thread_schedstat(&ran, &delayed))
+	if (!rdmaq_thread_schedstat(&ran, &delayed, &slices))
 		return false; /* unknown: spinning is bounded by the adaptive budget anyway */
 	/* Too little seen since the last verdict (the first judges the thread's life). */
 	if (ran - ran_before + delayed - delayed_before < (uint64_t)RDMAQ_BUSY_MIN_SEEN_NS)
 		return busy_state;
-	busy_state = rdmaq_busy_verdict(ran - ran_before, delayed - delayed_before);
+	busy_state = rdmaq_busy_verdict(ran - ran_before, delayed - delayed_before,
+					slices - slices_before);
 	if (busy_state)
 		busy_hold_until = now + RDMAQ_BUSY_HOLD_NS;
 	ran_before = ran;
 	delayed_before = delayed;
+	slices_before = slices;
 	return busy_state;
 }
 
 void rdmaq_cpu_busy_preempted(int64_t now)
 {
-	uint64_t ran, delayed;
+	uint64_t ran, delayed, slices;
 
 	busy_state = true;
 	busy_hold_until = now + RDMAQ_BUSY_HOLD_NS;
 	/* The next verdict judges what comes after the hold. */
-	if (rdmaq_thread_schedstat(&ran, &delayed)) {
+	if (rdmaq_thread_schedstat(&ran, &delayed, &slices)) {
 		ran_before = ran;
 		delayed_before = delayed;
+		slices_before = slices;
 	}
 }

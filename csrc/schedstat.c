@@ -8,7 +8,7 @@
 
 #include "schedstat.h"
 
-bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns)
+bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns, uint64_t *slices)
 {
 	char buf[96];
 	ssize_t n;
@@ -24,5 +24,5 @@ bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns)
 		return false;
 	buf[n] = '\0';
 	/* "on-CPU ns, run-queue wait ns, timeslices" */
-	return sscanf(buf, "%" SCNu64 " %" SCNu64, ran_ns, delayed_ns) == 2;
+	return sscanf(buf, "%" SCNu64 " %" SCNu64 " %" SCNu64, ran_ns, delayed_ns, slices) == 3;
 }

@@ -9,14 +9,15 @@
 #include "check.h"
 #include "schedstat.h"
 
-static uint64_t ran, delayed; /* what the fake schedstat says */
+static uint64_t ran, delayed, slices; /* what the fake schedstat says */
 static int looks;
 
-bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns)
+bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns, uint64_t *slices_run)
 {
 	looks++;
 	*ran_ns = ran;
 	*delayed_ns = delayed;
+	*slices_run = slices;
 	return true;
 }
 
@@ -24,10 +25,22 @@ bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns)
 
 static void test_the_verdict_is_the_share_of_runnable_time_spent_waiting(void)
 {
-	CHECK(!rdmaq_busy_verdict(10 * MS, 0));
-	CHECK(!rdmaq_busy_verdict(7 * MS, 1 * MS)); /* exactly an eighth */
-	CHECK(rdmaq_busy_verdict(6 * MS, 1 * MS));
-	CHECK(rdmaq_busy_verdict(1 * MS, 3 * MS));
+	CHECK(!rdmaq_busy_verdict(10 * MS, 0, 0));
+	CHECK(!rdmaq_busy_verdict(7 * MS, 1 * MS, 0)); /* exactly an eighth */
+	CHECK(rdmaq_busy_verdict(6 * MS, 1 * MS, 0));
+	CHECK(rdmaq_busy_verdict(1 * MS, 3 * MS, 1));
+}
+
+/*
+ * A sleeper woken on a halted vCPU waits for the host, up to RDMAQ_BUSY_WAKE_NS a
+ * wake-up, on an idle machine: ten wake-ups of 250 µs in 1 ms of running are free;
+ * ten of 1 ms (behind CPU hogs) are not.
+ */
+static void test_the_wait_of_each_wake_up_on_a_halted_vcpu_is_not_contention(void)
+{
+	CHECK(!rdmaq_busy_verdict(1 * MS, 10 * 250000ULL, 10));
+	CHECK(rdmaq_busy_verdict(1 * MS, 10 * MS, 10));
+	CHECK(rdmaq_busy_verdict(1 * MS, 10 * 250000ULL, 1)); /* one wake-up, 2.5 ms: not a wake-up's */
 }
 
 static void test_busy_follows_the_growth_since_the_last_verdict(void)
@@ -78,6 +91,7 @@ static void test_a_spin_that_lost_its_cpu_holds_the_thread_busy(void)
 int main(void)
 {
 	test_the_verdict_is_the_share_of_runnable_time_spent_waiting();
+	test_the_wait_of_each_wake_up_on_a_halted_vcpu_is_not_contention();
 	test_busy_follows_the_growth_since_the_last_verdict();
 	test_a_spin_that_lost_its_cpu_holds_the_thread_busy();
 	return check_report("busy");
