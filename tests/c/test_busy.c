@@ -40,7 +40,8 @@ static void test_the_wait_of_each_wake_up_on_a_halted_vcpu_is_not_contention(voi
 {
 	CHECK(!rdmaq_busy_verdict(1 * MS, 10 * 250000ULL, 10));
 	CHECK(rdmaq_busy_verdict(1 * MS, 10 * MS, 10));
-	CHECK(rdmaq_busy_verdict(1 * MS, 10 * 250000ULL, 1)); /* one wake-up, 2.5 ms: not a wake-up's */
+	CHECK(rdmaq_busy_verdict(1 * MS, 10 * 250000ULL,
+				 1)); /* one wake-up, 2.5 ms: not a wake-up's */
 }
 
 static void test_busy_follows_the_growth_since_the_last_verdict(void)
