@@ -106,6 +106,15 @@ def micro_runs(names: list[str], readers: int, attackers: int, key: str) -> str:
     return ", ".join(fmt(micro_median(n, readers, attackers, key)) for n in names)
 
 
+def idle_halves(name: str, queue: str) -> tuple[float, float]:
+    """One queue's CPU share per waiting reader over the first and the second half of the
+    idle window, in the run's cell without attackers."""
+    for c in load(name)["cells"]:
+        if c["queue"] == queue and c.get("idle") and c["attackers"] == 0:
+            return c["idle"]["reader_cpu_frac_early_mean"], c["idle"]["reader_cpu_frac_late_mean"]
+    raise KeyError(f"{name}: no idle window for {queue}")
+
+
 def idle_cpu(name: str, queue_prefix: str) -> list[float]:
     """CPU share per waiting reader in the idle window (both halves) of the queue's cells
     without attackers (with them, the hogs take what a spinning vLLM reader would)."""
@@ -137,6 +146,15 @@ SERVE3 = ["tpot_p50_ms", "itl_p99_ms", "ttft_p50_ms"]
 FSB = "rdmaq@RDMAQ_FREE_SPIN_BUSY=1"
 H200_GPU = ("one H200 GPU, 16 vCPUs (`rdmaq bench serve`: `vllm serve` TP=1, vLLM 0.26, a 1B-shaped "
             "random-weight Llama, 3 runs each)")
+# The hot path's and the waiting policy's runs on the 2-core VM, by the commit they ran
+# (2bafa12: auto spun for a due message whatever the CPUs; c2b6f78: only where the queue
+# fits the CPUs; b2cc957: wake-ups on a halted vCPU no longer count as contention).
+DEV2CORE_HOTPATH = [(c, n) for c, names in [
+    ("2bafa12", ["tp8att2-run1", "tp8att2-run2", "tp8att2-run3", "tp1-run1", "tp1-run2", "tp1-run3"]),
+    ("c2b6f78", ["tp8att2-run1", "tp8att2-run2", "tp1-run1"]),
+    ("b2cc957", ["tp1-run1"])] for n in names]
+EFFICIENT = "rdmaq-shm@RDMAQ_POLICY=efficient"
+IDLE_NOW = "dev2core-b2cc957-tp1-run1.json"
 H200_CPU = "H200 host, 16 vCPUs, CPU only (`rdmaq bench`: TP readers of one writer, median over the 6 paced cells)"
 DEV2 = "2-vCPU VM"
 
@@ -168,9 +186,15 @@ def readme_rows() -> list[tuple[str, str, str, str, str]]:
         ("same, earlier defaults (2 runs)", "TP=8 / TP=4, 16 CPU hogs on the 16 cores", "dispatch latency p99",
          micro_runs(H200_RUNS[8], 8, 16, "p99_ratio") + " / " + micro_runs(H200_RUNS[4], 4, 16, "p99_ratio"),
          "`docs/benchmarks/h200-tp{8,4}-run{1,2}.json`"),
-        ("same", "no messages (idle window)", "CPU per waiting reader",
-         f"{pct(idle_cpu(H200_FINAL, 'rdmaq'))} against vLLM's {pct(idle_cpu(H200_FINAL, 'vllm'), 0)}",
-         link(H200_FINAL, p)),
+        (f"{DEV2} (`rdmaq bench`, 1 reader, at b2cc957)", "no messages: a 3 s idle window, first / second half",
+         "CPU per waiting reader",
+         "{} / {} against vLLM's {} / {}".format(
+             *(pct([v]) for v in idle_halves(IDLE_NOW, "rdmaq-shm")),
+             *(pct([v], 0) if v >= 0.01 else pct([v]) for v in idle_halves(IDLE_NOW, "vllm"))),
+         link(IDLE_NOW, p)),
+        ("same", "TP=1, idle, paced (policy auto / efficient)", "dispatch latency p50",
+         fmt(micro_median(IDLE_NOW, 1, 0, "p50_ratio")) + " / "
+         + fmt(micro_median(IDLE_NOW, 1, 0, "p50_ratio", EFFICIENT)), link(IDLE_NOW, p)),
         (f"{DEV2} (`rdmaq bench`, 3 runs at 84d3e6d)", "TP=8, 2 CPU hogs", "dispatch latency p99",
          micro_runs(DEV2CORE_RUNS["tp8att2"], 8, 2, "p99_ratio"),
          "`docs/benchmarks/dev2core-84d3e6d-tp8att2-run{1,2,3}.json`"),
@@ -226,7 +250,7 @@ def h200_micro() -> str:
     keys = ["p50_ratio", "p99_ratio", "p999_ratio"]
     rows = [("TP=8, 16 CPU hogs", *micro(H200_FINAL, 8, 16, keys).split(" / ")),
             ("TP=8, idle", *micro(H200_FINAL, 8, 0, keys).split(" / ")),
-            ("idle window: CPU per waiting reader",
+            ("idle window of 1.0 s, inside vLLM's 1 s spin after its last message: CPU per waiting reader",
              pct(idle_cpu(H200_FINAL, "rdmaq")), f"vLLM: {pct(idle_cpu(H200_FINAL, 'vllm'), 0)}", "")]
     return table(["setting (`h200-final-84ab1bd.json`)", "p50", "p99", "p99.9"], rows)
 
@@ -238,6 +262,23 @@ def dev2core_micro() -> str:
     rows += [(f"TP=1, idle, run {i}", *micro(n, 1, 0, keys).split(" / "), f"`{n}`")
              for i, n in enumerate(DEV2CORE_RUNS["tp1"], 1)]
     return table(["setting", "p50", "p99", "p99.9", "from"], rows)
+
+
+def dev2core_hotpath() -> str:
+    """docs/benchmarks.md: the waiting policies on the 2-core VM, run by run, medians of the
+    six paced cells against the better vLLM, and the readers' CPU over the paced cells."""
+    rows = []
+    for commit, n in DEV2CORE_HOTPATH:
+        name = f"dev2core-{commit}-{n}.json"
+        readers, attackers = (8, 2) if n.startswith("tp8") else (1, 0)
+        cells = []
+        for queue in ("rdmaq-shm", EFFICIENT):
+            cells += [fmt(micro_median(name, readers, attackers, k, queue)) for k in ("p50_ratio", "p99_ratio")]
+        load_start = load(name)["machine"]["loadavg_start"][0]
+        rows.append((commit, f"TP={readers}, {attackers} hogs" if attackers else f"TP={readers}, idle",
+                     *cells, f"{load_start:.1f}", f"`{name}`"))
+    return table(["commit", "setting", "auto p50", "auto p99", "efficient p50", "efficient p99",
+                  "load at start", "from"], rows)
 
 
 def dev2core_serve() -> str:
@@ -254,6 +295,7 @@ TABLES = [
     ("docs/benchmarks.md", "h200-step", h200_step),
     ("docs/benchmarks.md", "h200-micro", h200_micro),
     ("docs/benchmarks.md", "dev2core-micro", dev2core_micro),
+    ("docs/benchmarks.md", "dev2core-hotpath", dev2core_hotpath),
     ("docs/benchmarks.md", "dev2core-serve", dev2core_serve),
 ]
 
