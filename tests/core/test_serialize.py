@@ -44,7 +44,8 @@ def _through_ring(obj, transport="shm"):
 
 
 @pytest.mark.parametrize("kind", [bytes, bytearray])
-@pytest.mark.parametrize("size", [BIG, 1 << 20, (3 << 20) + 7])
+# ids that do not follow the constants: a mutant of them must not rename the test it runs
+@pytest.mark.parametrize("size", [BIG, 1 << 20, (3 << 20) + 7], ids=["big", "1MiB", "3MiB+7"])
 def test_large_bytes_are_not_copied_into_the_pickle(kind, size):
     payload = kind(np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes())
     parts = serialize.dumps({"data": payload, "step": 3})
