@@ -1,6 +1,9 @@
 """One endpoint, two threads: a call's timeout holds whatever the other thread
 does.  The second call waits its turn for the endpoint within its own
-timeout, then raises TimeoutError; the first is not disturbed."""
+timeout, then raises TimeoutError; the first is not disturbed.  A close() that
+comes while it waits ends it with ClosedError, and the close still finishes."""
+import sys
+
 import pytest
 
 import rdmaq
@@ -45,3 +48,28 @@ def test_put_timeout_holds_while_another_thread_waits_in_put(transport):
         # the put that timed out sent nothing
         w.put(b"4", timeout=TIMEOUT)
         assert r.get(timeout=TIMEOUT) == b"4"
+
+
+def _waiting_for_the_endpoint(thread):
+    """Whether ``thread`` is inside the endpoint's entry (then waiting for its lock)."""
+    frame = sys._current_frames().get(thread.ident)
+    return frame is not None and frame.f_code.co_name == "_enter"
+
+
+def test_a_call_waiting_its_turn_when_the_endpoint_closes_raises_closed_and_close_finishes(transport):
+    with rdmaq.Writer(1, transport=transport) as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+        r.wait_ready(timeout=TIMEOUT)
+        holder, held = blocked_call(r, r.get, "get(None)")
+        waiter, waited = in_thread(lambda: r.get(timeout=TIMEOUT))
+        wait_until(lambda: _waiting_for_the_endpoint(waiter), "the second get to wait for the reader")
+        closing, closed = in_thread(r.close)
+        # the waiter, first in line for the reader once the blocked get lets it go, must
+        # let it go in turn: close() takes it to free the C object
+        wait_until(lambda: not closing.is_alive(), "close() to finish", limit=BACKSTOP_S)
+        for t in (holder, waiter):
+            t.join(TIMEOUT)
+        assert closed == {"value": None}
+        assert isinstance(held.get("error"), rdmaq.ClosedError), held
+        assert isinstance(waited.get("error"), rdmaq.ClosedError), waited

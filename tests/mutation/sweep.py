@@ -188,6 +188,11 @@ def run_pytest(tree: Path, python: str, nodeids, limit, basetemp: Path):
     return "fail", secs, (failed[0] if failed else out.strip().splitlines()[-1] if out.strip() else "")
 
 
+def unparametrized(nodeids):
+    """The node ids without their parameters (``f.py::test[a-1]`` -> ``f.py::test``), once each."""
+    return list(dict.fromkeys(n.split("[", 1)[0] for n in nodeids))
+
+
 class Worker:
     def __init__(self, k, base: Path, tmp: Path, pythons):
         self.k = k
@@ -234,7 +239,12 @@ class Worker:
                 return {"result": "survived", "why": "no test runs this line", "tests": 0}
             python = self.pythons[tests[0][1]]
             basetemp = self.dir / "tmp"
-            outcome, secs, first = run_pytest(self.tree, python, [t for t, _ in tests], limit, basetemp)
+            nodeids = [t for t, _ in tests]
+            outcome, secs, first = run_pytest(self.tree, python, nodeids, limit, basetemp)
+            if outcome == "broken" and "not found" in first:
+                # a mutant of a module's constant can rename a test that is parametrized
+                # by it: the test functions then, with whatever parameters they have now
+                outcome, secs, first = run_pytest(self.tree, python, unparametrized(nodeids), limit, basetemp)
             if outcome == "broken":
                 return {"result": "error", "why": first, "seconds": secs, "tests": len(tests)}
             result = {"pass": "survived", "fail": "killed", "timeout": "killed (time limit)"}[outcome]
