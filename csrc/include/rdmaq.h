@@ -156,11 +156,21 @@ void rdmaq_writer_trace(const struct rdmaq_writer *w, struct rdmaq_trace *out);
 int rdmaq_writer_set_wait(struct rdmaq_writer *w, const struct rdmaq_wait_config *wc);
 
 int rdmaq_reader_wait_ready(struct rdmaq_reader *r, int64_t timeout_ns);
+/*
+ * A message in two steps, for a caller that sizes its buffer per message:
+ * peek waits for the next message and sets *msg_len; read copies that
+ * message (`len` must be *msg_len) into buf.  A read cut short (-EINTR,
+ * -ETIMEDOUT) keeps its place: the next read continues it into the same
+ * buffer.  Two returns are not failures: read's -ECONNABORTED says the
+ * writer abandoned the message (its put failed; nothing of it is kept, the
+ * next peek finds the message after it), and recv's -ENOBUFS below.
+ */
 int rdmaq_reader_peek(struct rdmaq_reader *r, uint64_t *msg_len, int64_t timeout_ns);
 int rdmaq_reader_read(struct rdmaq_reader *r, void *buf, uint64_t len, int64_t timeout_ns);
 /*
  * peek + read in one call when the message fits `cap` bytes; else -ENOBUFS
- * with *msg_len set and the message left to rdmaq_reader_read.
+ * with *msg_len set and the message left to rdmaq_reader_read.  Like read,
+ * -ECONNABORTED when the writer abandoned the message.
  */
 int rdmaq_reader_recv(struct rdmaq_reader *r, void *buf, uint64_t cap, uint64_t *msg_len,
 		      int64_t timeout_ns);

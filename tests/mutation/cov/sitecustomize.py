@@ -23,7 +23,15 @@ if _dir:
         _cov.set_option("run:disable_warnings", ["no-data-collected", "module-not-imported",
                                                  "module-not-measured", "already-imported",
                                                  "couldnt-parse", "no-ctracer"])
-        _cov.start()
+        # a fork()ed child (multiprocessing's workers, a test's children) leaves by
+        # os._exit, which skips atexit: it saves there too (coverage.py 7.10 and later),
+        # under the context of the test that forked it
+        try:
+            _cov.set_option("run:patch", ["_exit"])
+            _cov.start()
+        except coverage.exceptions.ConfigError:
+            _cov.set_option("run:patch", [])
+            _cov.start()
 
         def _save():
             _cov.stop()
