@@ -497,7 +497,6 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         else:
             group_rank = pg.rank
             group_world_size = pg.world_size
-            global_ranks = list(range(pg.world_size))
         from vllm.distributed.parallel_state import in_the_same_node_as
 
         status = in_the_same_node_as(pg, source_rank=writer_rank)

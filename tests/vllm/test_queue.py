@@ -28,7 +28,7 @@ pytest.importorskip("vllm")
 from vllm.distributed.device_communicators import shm_broadcast as sb  # noqa: E402
 
 import rdmaq  # noqa: E402
-from observe import in_thread, wait_blocked  # noqa: E402
+from observe import in_thread, wait_blocked, wait_until  # noqa: E402
 from rdmaq.vllm import queue as rq  # noqa: E402
 from rdmaq.vllm._geometry import ring_geometry  # noqa: E402
 from rdmaq.vllm.queue import RdmaqHandle, RdmaqMessageQueue  # noqa: E402
@@ -292,6 +292,24 @@ def test_long_wait_logs_unless_indefinite(monkeypatch, caplog):
             with pytest.raises(TimeoutError):
                 r.dequeue(timeout=0.02, indefinite=True)
             assert "No available shared memory broadcast block" not in caplog.text
+    finally:
+        _close(r, w)
+
+
+def test_long_wait_is_logged_once_an_interval_has_passed_and_not_before(monkeypatch, caplog):
+    """vLLM's reading: the first line after one interval, none before it."""
+    monkeypatch.setattr(logging.getLogger("vllm"), "propagate", True)
+    w, r = _pair()
+    try:
+        with caplog.at_level(logging.INFO):
+            monkeypatch.setattr(sb, "VLLM_RINGBUFFER_WARNING_INTERVAL", 60)
+            with pytest.raises(TimeoutError):
+                r.dequeue(timeout=0.02)
+            assert "No available shared memory broadcast block" not in caplog.text
+            monkeypatch.setattr(sb, "VLLM_RINGBUFFER_WARNING_INTERVAL", 0.2)
+            with pytest.raises(TimeoutError):
+                r.dequeue(timeout=0.3)
+            assert "No available shared memory broadcast block" in caplog.text
     finally:
         _close(r, w)
 
@@ -738,6 +756,53 @@ def test_create_from_process_group_single_reader():
     assert res[0] == ["self", "from 1", "from 2"]
 
 
+def test_role_attributes_match_vllms_own_queue():
+    """The attributes vLLM's class sets, which its inherited methods and vLLM's
+    callers may read, exist on rdmaq's queues, and those that say an endpoint's
+    role have vLLM's values, for a writer and for a local reader."""
+    role = ("_is_writer", "_is_local_reader", "_is_remote_reader", "local_reader_rank",
+            "n_local_reader", "n_remote_reader")
+    theirs_w = rq.VllmMessageQueue(1, 1, max_chunk_bytes=1 << 20, max_chunks=4, connect_ip="127.0.0.1")
+    theirs_r = rq.VllmMessageQueue.create_from_handle(theirs_w.export_handle(), 0)
+    ours_w, ours_r = _pair()
+    try:
+        for theirs, ours in ((theirs_w, ours_w), (theirs_r, ours_r)):
+            assert not [a for a in vars(theirs) if not hasattr(ours, a)]
+            assert {a: getattr(ours, a) for a in role if hasattr(theirs, a)} == \
+                {a: getattr(theirs, a) for a in role if hasattr(theirs, a)}
+    finally:
+        _close(ours_r, ours_w)
+        for q in (theirs_r, theirs_w):
+            getattr(q, "shutdown", lambda: None)()
+
+
+class _WritersGroup:
+    """What create_from_process_group uses of a StatelessProcessGroup, for the writer's
+    side alone: its rank, the world's size, and a broadcast that keeps what is sent."""
+
+    def __init__(self, rank, world_size):
+        self.rank, self.world_size, self.sent = rank, world_size, []
+
+    def broadcast_obj(self, obj, src):
+        self.sent.append((obj, src))
+        return obj
+
+
+def test_create_from_process_group_serves_other_nodes_ranks_remotely(monkeypatch):
+    import vllm.distributed.parallel_state as ps
+
+    monkeypatch.setattr(ps, "in_the_same_node_as", lambda pg, source_rank=0: [True, True, False])
+    pg = _WritersGroup(rank=0, world_size=3)
+    mq = MQ.create_from_process_group(pg, 1 << 20, 4, writer_rank=0, blocking=False)
+    try:
+        [(handle, src)] = pg.sent
+        assert src == 0 and handle is mq.export_handle()
+        assert handle.local_reader_ranks == [1]
+        assert handle.n_remote_reader == 1 and handle.remote_subscribe_addr is not None
+    finally:
+        mq.shutdown()
+
+
 # ------------------------------------------------------------ sizing, stats
 def test_ring_geometry():
     # executor broadcast: 16 MiB x 10 in vLLM -> 64 slots of 64 KiB (4 MiB)
@@ -755,6 +820,31 @@ def test_ring_geometry_env(monkeypatch):
     monkeypatch.setenv("RDMAQ_VLLM_RING_BYTES", "lots")
     with pytest.raises(ValueError, match="RDMAQ_VLLM_RING_BYTES"):
         ring_geometry(16 << 20, 10)
+
+
+def test_stats_file_rewritten_while_messages_flow(monkeypatch, tmp_path):
+    """Not only at shutdown: vllm serve SIGKILLs its EngineCore, whose record would be lost."""
+    monkeypatch.setenv("RDMAQ_VLLM_STATS_DIR", str(tmp_path))
+    monkeypatch.setenv("RDMAQ_VLLM_STATS_INTERVAL", "0.05")  # if this process's rewriter starts here
+    w, r = _pair()
+    try:
+        for i in range(3):
+            w.enqueue(i)
+            assert r.dequeue(timeout=5) == i
+
+        def records():
+            out = []
+            for p in tmp_path.glob("*.json"):
+                try:
+                    out.append(json.loads(p.read_text()))
+                except (OSError, ValueError):
+                    pass  # replaced as we read it
+            return sorted((s["role"], s["messages"], s["final"]) for s in out)
+
+        wait_until(lambda: records() == [("local reader", 3, False), ("writer", 3, False)],
+                   "the stats files of both endpoints to show 3 messages")
+    finally:
+        _close(r, w)
 
 
 def test_stats_file_written_at_shutdown(monkeypatch, tmp_path):
