@@ -605,6 +605,23 @@ def test_arena_flag_is_accepted_and_ignored(caplog):
 
 
 # ------------------------------------------------------------ remote readers
+def test_a_failed_send_to_remote_readers_alone_raises_its_own_error():
+    """No ring reader has the message, so the enqueue raised nothing was sent: the
+    error itself, not held for the next call as when the ring's readers have it."""
+    w = MQ(1, 0, connect_ip="127.0.0.1")
+    try:
+        assert w._writer is None and w._remote is not None
+
+        def refused(parts):
+            raise OSError(105, "No buffer space available")
+
+        w._remote.send = refused
+        with pytest.raises(OSError, match="No buffer space"):
+            w.enqueue("lost")
+    finally:
+        w.shutdown()
+
+
 def test_remote_reader_over_zmq_and_its_shutdown():
     w = MQ(2, 1, connect_ip="127.0.0.1")
     local = MQ.create_from_handle(w.export_handle(), 0)
