@@ -1,7 +1,8 @@
 """``rdmaq bench serve``: vLLM serving latency with each MessageQueue, idle and under CPU contention.
 
-Starts one ``vllm serve`` per queue (``--distributed-ipc shm``; ``shm`` with vLLM's C spin loop,
-``VLLM_USE_SPINLOOP_EXT=1``; ``--distributed-ipc rdmaq``). All stay up for the whole sweep, the
+Starts one ``vllm serve`` per queue (``vllm``: vLLM's own, ``--distributed-ipc shm``;
+``vllm-spinloop``: the same with its C spin loop, ``VLLM_USE_SPINLOOP_EXT=1``; ``rdmaq``:
+``--distributed-ipc rdmaq``). All stay up for the whole sweep, the
 others idle while one is measured (vLLM's and rdmaq's readers stop spinning once no message
 comes: each run records every server's CPU time, the idle ones' included). They are driven in
 turn with vLLM's own client, ``vllm bench serve`` (random dataset, fixed seed, Poisson arrivals
@@ -52,9 +53,12 @@ from .serve_plan import (
 from .serve_server import ServerError, VllmServer
 
 SCHEMA = "rdmaq-bench-serve/1"
-QUEUES = ("shm", "shm-spinloop", "rdmaq")
-IPC = {"shm": "shm", "shm-spinloop": "shm", "rdmaq": "rdmaq"}  # --distributed-ipc of each queue
-QUEUE_ENV = {"shm-spinloop": {"VLLM_USE_SPINLOOP_EXT": "1"}}
+# The contenders, named as in the microbenchmark: vLLM's MessageQueue (its --distributed-ipc
+# shm), the same with vLLM's C spin loop, and rdmaq's.  Result files of earlier versions call
+# the first two "shm" and "shm-spinloop" (serve_report.with_current_names reads them).
+QUEUES = ("vllm", "vllm-spinloop", "rdmaq")
+IPC = {"vllm": "shm", "vllm-spinloop": "shm", "rdmaq": "rdmaq"}  # --distributed-ipc of each queue
+QUEUE_ENV = {"vllm-spinloop": {"VLLM_USE_SPINLOOP_EXT": "1"}}
 SPINLOOP_FAILED = "spinloop extension could not be loaded"  # vLLM's warning when it falls back
 MAIN_LINE = "Starting main benchmark run"
 RESULT_LINE = "Serving Benchmark Result"
@@ -76,7 +80,7 @@ METRICS = {
 # GPU: 12 req/s x 128 tokens, at most 16 in flight, on a 1B model: decode batches of up to 16,
 # and 96 requests (8 s) per run so that 5 settings x 3 queues x 3 runs fit in about 8 minutes.
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "cpu": {"queues": "shm,rdmaq", "settings": ",".join(serve_attack.DEFAULT_SETTINGS),
+    "cpu": {"queues": "vllm,rdmaq", "settings": ",".join(serve_attack.DEFAULT_SETTINGS),
             "rate": 6.0, "concurrency": 6, "num_prompts": 120, "input_len": 32, "output_len": 64,
             "max_model_len": 256, "client": "spawn", "model_shape": "tiny"},
     "cuda": {"queues": ",".join(QUEUES), "settings": "idle,hogs,hogs-schedidle,tok,tok-nopar",
@@ -105,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         formatter_class=argparse.HelpFormatter,  # the help texts name their defaults
         description="vLLM serving latency (TPOT, ITL, TTFT, output tok/s from `vllm bench serve`) "
-                    "with each MessageQueue (shm, shm + vLLM's spin-loop extension, rdmaq), idle "
+                    "with each MessageQueue (vllm, vllm-spinloop: vLLM's with its spin-loop extension, rdmaq), idle "
                     "and under CPU contention. Defaults marked cpu/cuda depend on --device.")
     p.add_argument("--out", default=None,
                    help="output directory (default: ./serve-bench-<date>); results.json, "
@@ -121,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=int, default=None,
                    help="tensor-parallel size (cpu: 2; cuda: the GPUs torch sees)")
     p.add_argument("--queues", default=None, help=f"comma list from {', '.join(QUEUES)} "
-                   "(cpu: shm,rdmaq; cuda: all); QUEUE@NAME=VALUE[@...] runs a queue's server "
+                   "(cpu: vllm,rdmaq; cuda: all); QUEUE@NAME=VALUE[@...] runs a queue's server "
                    "with more environment, e.g. rdmaq@RDMAQ_BUSY_SPIN_US=2000")
     p.add_argument("--settings", default=None,
                    help=f"comma list from {', '.join(serve_attack.SETTINGS)} (cpu: all; cuda: all "
@@ -419,10 +423,10 @@ def spinloop_state(steptime_dir: Path) -> dict[str, Any]:
 
 
 def check_spinloop(queue: str, srv: VllmServer, steptime_dir: Path | None) -> dict[str, Any]:
-    """For the shm-spinloop server: the extension loaded in every process with a queue (vLLM
-    only warns and spins in Python when it does not: the run would be plain shm)."""
+    """For the vllm-spinloop server: the extension loaded in every process with a queue (vLLM
+    only warns and spins in Python when it does not: the run would be plain vllm)."""
     state = spinloop_state(steptime_dir) if steptime_dir is not None else {}
-    if base_queue(queue) != "shm-spinloop":
+    if base_queue(queue) != "vllm-spinloop":
         return state
     try:
         log = srv.log_path.read_text(errors="replace")
@@ -971,13 +975,14 @@ def main(argv=None) -> int:
         if importlib.util.find_spec("matplotlib") is None:
             return fail(PROG, missing_package("matplotlib", "bench"))
         check_plot_format(parser, "--plot", args.plot)
-    from .serve_report import format_markdown, plot
+    from .serve_report import format_markdown, plot, with_current_names
 
     if args.report:
         with open(args.report) as f:
             result = json.load(f)
         if result.get("schema") != SCHEMA:
             parser.error(f"{args.report} is not a {SCHEMA} file")
+        result = with_current_names(result)
         print(format_markdown(result))
         if args.plot:
             plot(result, args.plot)
@@ -989,6 +994,9 @@ def main(argv=None) -> int:
         result = json.loads((out / "results.json").read_text())
         if result.get("schema") != SCHEMA or "parts" not in result:
             parser.error(f"{out / 'results.json'} is not a {SCHEMA} sweep to resume")
+        if result["config"]["queues"] != with_current_names(result)["config"]["queues"]:
+            parser.error(f"{out / 'results.json'} names its queues as before "
+                         f"({', '.join(result['config']['queues'])}): start a new sweep")
         result.pop("error", None)
     else:
         resolve(args)

@@ -1,5 +1,6 @@
 """Tables and plot of an ``rdmaq bench serve`` result: medians over runs, spread, and rdmaq
-over the best of vLLM's queues (shm, and shm with the spin-loop extension where it ran)."""
+over the best of vLLM's queues (vllm, and vllm-spinloop, with its spin-loop extension, where it
+ran)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,36 @@ COLUMNS = [
 ]
 # lower is better for all but throughput; the ratio is rdmaq ÷ the baseline either way
 HIGHER_IS_BETTER = {"output_tok_s"}
-BASELINES = ("shm", "shm-spinloop")  # vLLM's own queue, plain and with its C spin loop
+BASELINES = ("vllm", "vllm-spinloop")  # vLLM's own queue, plain and with its C spin loop
 MIN_DENOMINATOR = 0.01
 RATIO_KEYS = ["tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
               "e2el_p50_ms", "output_tok_s", "worker_cpu_s", "server_cpu_s_per_1k_tok",
               "reader_cpu_ms_per_1k_tok"]
+
+
+# Result files written before the contenders took the microbenchmark's names.
+OLD_NAMES = {"shm": "vllm", "shm-spinloop": "vllm-spinloop"}
+
+
+def current_name(queue: str) -> str:
+    """A queue (``NAME`` or a variant ``NAME@VAR=VALUE...``) under today's name."""
+    base, at, variant = queue.partition("@")
+    return OLD_NAMES.get(base, base) + at + variant
+
+
+def with_current_names(result: dict) -> dict:
+    """A result file of any version, its queues under today's names (a copy: the file's
+    own record is left as it was written)."""
+    out = dict(result)
+    out["config"] = dict(result["config"], queues=[current_name(q) for q in result["config"]["queues"]])
+    out["servers"] = {current_name(q): v for q, v in result.get("servers", {}).items()}
+    out["runs"] = []
+    for run in result.get("runs", []):
+        run = dict(run, queue=current_name(run["queue"]))
+        if isinstance(run.get("server_cpu_s"), dict):
+            run["server_cpu_s"] = {current_name(q): v for q, v in run["server_cpu_s"].items()}
+        out["runs"].append(run)
+    return out
 
 
 def run_value(run: dict, key: str):
@@ -139,10 +165,10 @@ def rdmaq_queues(queues: list[str]) -> list[str]:
 
 def ratio_label(queues: list[str], num: str = "rdmaq") -> str:
     return f"{num} ÷ " + ("best of " + ", ".join(baselines(queues)) if len(baselines(queues)) > 1
-                          else "shm")
+                          else "vllm")
 
 
-def ratios(summary: dict, setting: str, num: str = "rdmaq", den: str | list[str] = "shm") -> dict:
+def ratios(summary: dict, setting: str, num: str = "rdmaq", den: str | list[str] = "vllm") -> dict:
     """``num``'s median over ``den``'s per metric; ``den`` a list: over the best of them."""
     a = summary.get((setting, num))
     dens = [den] if isinstance(den, str) else den
@@ -209,7 +235,7 @@ def format_markdown(result: dict) -> str:
     lines.append("Settings: " + "; ".join(f"`{s}` = {d}" for s, d in cfg["setting_desc"].items()) + ".")
     fixes = _fixes_table(summ, cfg)
     if fixes:
-        lines += ["", "Against the contended shm baseline (ratio of medians; < 1 is better, "
+        lines += ["", "Against the contended vllm baseline (ratio of medians; < 1 is better, "
                   "except out tok/s):", ""] + fixes
     qt = _queue_table(summ, cfg)
     if qt:
@@ -272,16 +298,16 @@ def _cleanup_line(result: dict) -> str:
 
 
 def _fixes_table(summ: dict, cfg: dict) -> list[str]:
-    """hogs: shm+SCHED_IDLE, rdmaq, rdmaq+SCHED_IDLE; tok: also TOKENIZERS_PARALLELISM=false."""
+    """hogs: vllm+SCHED_IDLE, rdmaq, rdmaq+SCHED_IDLE; tok: also TOKENIZERS_PARALLELISM=false."""
     families = [("hogs", ["hogs-schedidle"]), ("tok", ["tok-nopar", "tok-schedidle"])]
     keys = ["tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms", "ttft_p50_ms", "e2el_p50_ms", "output_tok_s"]
     rows = []
     for base, fixes in families:
-        b = summ.get((base, "shm"))
+        b = summ.get((base, "vllm"))
         if not b:
             continue
         queues = cfg["queues"]
-        variants = [(base, q) for q in queues if q != "shm"] + [(f, q) for f in fixes for q in queues]
+        variants = [(base, q) for q in queues if q != "vllm"] + [(f, q) for f in fixes for q in queues]
         for setting, q in variants:
             s = summ.get((setting, q))
             if not s:
@@ -291,7 +317,7 @@ def _fixes_table(summ: dict, cfg: dict) -> list[str]:
             rows.append(f"| {base} | {setting} + {q} | " + " | ".join(cells) + " |")
     if not rows:
         return []
-    return (["| baseline (shm) | variant | TPOT p50 | TPOT p99 | ITL p99 | TTFT p50 | E2E p50 | out tok/s |",
+    return (["| baseline (vllm) | variant | TPOT p50 | TPOT p99 | ITL p99 | TTFT p50 | E2E p50 | out tok/s |",
              "|---|---|---|---|---|---|---|---|"] + rows)
 
 
@@ -359,7 +385,7 @@ def plot(result: dict, path: str) -> None:
               ("itl_p50_ms", "ITL p50 (ms)"), ("itl_p99_ms", "ITL p99 (ms)"),
               ("ttft_p50_ms", "TTFT p50 (ms)"), ("e2el_p50_ms", "E2E latency p50 (ms)"),
               ("output_tok_s", "output tokens/s"), ("worker_cpu_s", "worker CPU s per run")]
-    colors = {"shm": "tab:red", "shm-spinloop": "tab:orange", "rdmaq": "tab:blue"}
+    colors = {"vllm": "tab:red", "vllm-spinloop": "tab:orange", "rdmaq": "tab:blue"}
     spare = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
     for q in cfg["queues"]:
         if q not in colors:  # a variant: a colour of its own

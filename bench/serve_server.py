@@ -98,7 +98,7 @@ def _shm_names(pid: int) -> set[str]:
 
 
 class VllmServer:
-    """``name`` tells servers apart (the queue: shm, shm-spinloop, rdmaq); ``ipc`` is the
+    """``name`` tells servers apart (the queue: vllm, vllm-spinloop, rdmaq); ``ipc`` is the
     ``--distributed-ipc`` value; ``args`` the rest of ``vllm serve``'s arguments after the
     model and the tensor-parallel size."""
 

@@ -54,7 +54,10 @@ DEV2CORE_RUNS = {name: [f"dev2core-84d3e6d-{name}-run{i}.json" for i in (1, 2, 3
 
 @cache
 def load(name: str) -> dict:
-    return json.loads((RESULTS / name).read_text())
+    result = json.loads((RESULTS / name).read_text())
+    if result.get("schema", "").startswith("rdmaq-bench-serve/"):
+        result = serve_report.with_current_names(result)
+    return result
 
 
 def fmt(v: float) -> str:
@@ -224,7 +227,7 @@ def readme_measured() -> str:
 
 
 def h200_serve() -> str:
-    """docs/benchmarks.md: the hot-path A/Bs, rdmaq (and its variant) ÷ the best of shm, shm-spinloop."""
+    """docs/benchmarks.md: the hot-path A/Bs, rdmaq (and its variant) ÷ the best of vllm, vllm-spinloop."""
     p = "benchmarks/"
     keys = ["tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms", "ttft_p50_ms", "e2el_p50_ms", "output_tok_s"]
     rows = []

@@ -52,7 +52,7 @@ def test_confinement_adds_the_in_group_setting_to_the_default_plan():
     for extra in (["--server-cpus", "1"], ["--server-quota", "0.5"]):
         settings = _args(*extra).settings.split(",")
         assert settings[-1] == "hogs-ingroup"
-        steps = serve_plan.plan(settings, ["shm", "rdmaq"], 1)
+        steps = serve_plan.plan(settings, ["vllm", "rdmaq"], 1)
         assert {s.setting for s in steps} == set(settings)
     # a list given is the list run
     assert _args("--server-cpus", "1", "--settings", "idle").settings == "idle"
@@ -61,21 +61,21 @@ def test_confinement_adds_the_in_group_setting_to_the_default_plan():
 def test_idle_cells_get_five_runs_unless_told():
     args = _args("--settings", "idle,hogs")
     assert (args.runs, args.idle_runs) == (3, 5)
-    steps = serve_plan.plan(["idle", "hogs"], ["shm", "rdmaq"], {"idle": 5, "hogs": 3})
+    steps = serve_plan.plan(["idle", "hogs"], ["vllm", "rdmaq"], {"idle": 5, "hogs": 3})
     assert sum(s.setting == "idle" for s in steps) == 10 and len(steps) == 16
     assert (_args("--runs", "2").idle_runs, _args("--runs", "2", "--idle-runs", "7").idle_runs) == (2, 7)
-    cfg = serve.config_of(args, "vllm", Path("m"), ["shm"], ["idle", "hogs"])
+    cfg = serve.config_of(args, "vllm", Path("m"), ["vllm"], ["idle", "hogs"])
     assert serve.runs_by_setting(cfg) == {"idle": 5, "hogs": 3}
     # a results.json from before: --runs everywhere
     assert serve.runs_by_setting({"runs": 3, "settings": ["idle"]}) == {"idle": 3}
 
 
 def test_hogs_default_to_the_servers_cpus():
-    cfg = serve.config_of(_args("--server-cpus", "1"), "vllm", Path("m"), ["shm"],
+    cfg = serve.config_of(_args("--server-cpus", "1"), "vllm", Path("m"), ["vllm"],
                           ["hogs", "hogs-ingroup"])
     assert (cfg["hogs"], cfg["hogs_in_group"]) == (1, 1)
     assert cfg["setting_desc"]["hogs-ingroup"] == "1 CPU hogs in the server's cpuset and cgroup"
-    cfg = serve.config_of(_args("--server-quota", "0.5"), "vllm", Path("m"), ["shm"], ["hogs"])
+    cfg = serve.config_of(_args("--server-quota", "0.5"), "vllm", Path("m"), ["vllm"], ["hogs"])
     assert (cfg["hogs"], cfg["hogs_in_group"]) == (len(ALLOWED), 1)
 
 
@@ -170,9 +170,9 @@ def _run(queue, cpu_s, tokens, reader_ms, setting="idle"):
 
 
 def test_report_shows_cpu_per_thousand_tokens_per_queue():
-    runs = [_run("shm", 8.0, 2000, 100.0), _run("shm", 12.0, 2000, 300.0),
+    runs = [_run("vllm", 8.0, 2000, 100.0), _run("vllm", 12.0, 2000, 300.0),
             _run("rdmaq", 2.0, 2000, 50.0)]
-    result = {"machine": {}, "config": {"settings": ["idle"], "queues": ["shm", "rdmaq"],
+    result = {"machine": {}, "config": {"settings": ["idle"], "queues": ["vllm", "rdmaq"],
                                         "runs": 3, "runs_by_setting": {"idle": 5},
                                         "setting_desc": {"idle": "no attacker"}, "input_len": 1,
                                         "output_len": 2, "num_prompts": 1, "rate": 1,
@@ -181,13 +181,13 @@ def test_report_shows_cpu_per_thousand_tokens_per_queue():
                               "cgroup": None, "quota_skipped": "no cgroup v2 here"},
               "runs": runs}
     summ = serve_report.summarize(result)
-    assert summ[("idle", "shm")]["server_cpu_s_per_1k_tok"]["median"] == 5.0
-    assert summ[("idle", "shm")]["reader_cpu_ms_per_1k_tok"]["median"] == 200.0  # 2 readers
+    assert summ[("idle", "vllm")]["server_cpu_s_per_1k_tok"]["median"] == 5.0
+    assert summ[("idle", "vllm")]["reader_cpu_ms_per_1k_tok"]["median"] == 200.0  # 2 readers
     assert summ[("idle", "rdmaq")]["reader_cpu_ms_per_1k_tok"]["median"] == 50.0
     text = serve_report.format_markdown(result)
     assert "server CPU s per 1k tok | reader CPU ms per 1k tok |" in text
-    assert re.search(r"\| idle \| shm \|.*\| 5.00 \(4.00–6.00\) \| 200.0 \(100.0–300.0\) \| 2 \|", text)
-    assert re.search(r"\| idle \| \*\*rdmaq ÷ shm\*\* \|.*\| 0.20 \| 0.25 \| \|", text)
+    assert re.search(r"\| idle \| vllm \|.*\| 5.00 \(4.00–6.00\) \| 200.0 \(100.0–300.0\) \| 2 \|", text)
+    assert re.search(r"\| idle \| \*\*rdmaq ÷ vllm\*\* \|.*\| 0.20 \| 0.25 \| \|", text)
     assert "3 runs per cell, 5 in idle" in text
     assert ("CPU confinement: server and attackers on CPUs 0, client on 1; "
             "no CPU quota (no cgroup v2 here).") in text
@@ -195,17 +195,17 @@ def test_report_shows_cpu_per_thousand_tokens_per_queue():
 
 # ------------------------------------------------------------------ the sweep
 def test_sweep_runs_the_server_on_its_cpus_and_records_cpu_per_tokens(tmp_path):
-    r = _sweep(tmp_path, "--queues", "shm", "--runs", "1", "--server-cpus", "1",
+    r = _sweep(tmp_path, "--queues", "vllm", "--runs", "1", "--server-cpus", "1",
                "--server-quota", "0.5", env=_fake_env())
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "out"
     result = json.loads((out / "results.json").read_text())
     conf = result["confinement"]
     assert conf["server_cpus"] == ALLOWED[:1] and conf["client_cpus"] == (ALLOWED[1:] or None)
-    assert f"fake vllm serve cpus: {ALLOWED[:1]}" in (out / "logs" / "serve-shm.log").read_text()
+    assert f"fake vllm serve cpus: {ALLOWED[:1]}" in (out / "logs" / "serve-vllm.log").read_text()
     if ALLOWED[1:]:
         assert (f"fake vllm bench serve cpus: {ALLOWED[1:]}"
-                in (out / "logs" / "client-idle-shm-1.log").read_text())
+                in (out / "logs" / "client-idle-vllm-1.log").read_text())
     # a group made is gone afterwards; one not made says why, in the results and on stderr
     if conf["cgroup"]:
         assert not os.path.exists(conf["cgroup"]) and "cgroup_left" not in conf

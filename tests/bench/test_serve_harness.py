@@ -187,9 +187,9 @@ def test_register_is_a_no_op_without_the_variable(monkeypatch):
 
 
 def test_order_alternates_run_by_run():
-    assert serve.order_for(0, ["shm", "rdmaq"], 3) == [
-        ("shm", 0), ("rdmaq", 0), ("shm", 1), ("rdmaq", 1), ("shm", 2), ("rdmaq", 2)]
-    assert [q for q, _ in serve.order_for(1, ["shm", "rdmaq"], 2)] == ["rdmaq", "shm", "rdmaq", "shm"]
+    assert serve.order_for(0, ["vllm", "rdmaq"], 3) == [
+        ("vllm", 0), ("rdmaq", 0), ("vllm", 1), ("rdmaq", 1), ("vllm", 2), ("rdmaq", 2)]
+    assert [q for q, _ in serve.order_for(1, ["vllm", "rdmaq"], 2)] == ["rdmaq", "vllm", "rdmaq", "vllm"]
     assert serve.order_for(0, ["rdmaq"], 2) == [("rdmaq", 0), ("rdmaq", 1)]
 
 
@@ -225,7 +225,7 @@ def test_hog_attackers_run_as_sched_idle_and_stop():
 def _result(runs):
     return {"schema": serve.SCHEMA, "machine": {"versions": {}, "loadavg_start": [1.0, 1, 1],
                                                  "loadavg_end": [2.0, 1, 1]},
-            "config": {"queues": ["shm", "rdmaq"], "settings": ["hogs", "hogs-schedidle"], "runs": 3,
+            "config": {"queues": ["vllm", "rdmaq"], "settings": ["hogs", "hogs-schedidle"], "runs": 3,
                        "input_len": 32, "output_len": 64, "num_prompts": 10, "rate": 4,
                        "concurrency": 4, "seed": 0,
                        "setting_desc": {"hogs": "2 CPU hogs", "hogs-schedidle": "2 CPU hogs, SCHED_IDLE"}},
@@ -244,29 +244,29 @@ def _run(setting, queue, tpot, itl50=1.0, error=None):
 
 
 def test_summary_medians_spread_and_ratios():
-    runs = [_run("hogs", "shm", t) for t in (4.0, 2.0, 3.0)] + \
+    runs = [_run("hogs", "vllm", t) for t in (4.0, 2.0, 3.0)] + \
            [_run("hogs", "rdmaq", t, itl50=0.0) for t in (1.0, 1.5, 9.0)] + \
            [_run("hogs", "rdmaq", 100.0, error="client failed")] + \
-           [_run("hogs-schedidle", "shm", 2.0, itl50=0.0), _run("hogs-schedidle", "rdmaq", 1.0)]
+           [_run("hogs-schedidle", "vllm", 2.0, itl50=0.0), _run("hogs-schedidle", "rdmaq", 1.0)]
     summ = serve_report.summarize(_result(runs))
-    assert summ[("hogs", "shm")]["tpot_p50_ms"] == {"median": 3.0, "min": 2.0, "max": 4.0, "n": 3}
+    assert summ[("hogs", "vllm")]["tpot_p50_ms"] == {"median": 3.0, "min": 2.0, "max": 4.0, "n": 3}
     assert summ[("hogs", "rdmaq")]["tpot_p50_ms"]["median"] == 1.5  # the failed run is left out
     r = serve_report.ratios(summ, "hogs")
     assert r["tpot_p50_ms"] == pytest.approx(0.5)
     assert r["itl_p50_ms"] == 0.0
     assert "itl_p50_ms" not in serve_report.ratios(summ, "hogs-schedidle")  # 0 below: no ratio
     text = serve_report.format_markdown(_result(runs))
-    assert "| hogs | shm | 3.00 (2.00–4.00) |" in text
-    assert "| hogs | **rdmaq ÷ shm** | 0.50 |" in text
-    assert "| hogs-schedidle | **rdmaq ÷ shm** | 0.50 | 0.50 | n/a |" in text
-    assert "| hogs | hogs-schedidle + shm | 0.67 |" in text
+    assert "| hogs | vllm | 3.00 (2.00–4.00) |" in text
+    assert "| hogs | **rdmaq ÷ vllm** | 0.50 |" in text
+    assert "| hogs-schedidle | **rdmaq ÷ vllm** | 0.50 | 0.50 | n/a |" in text
+    assert "| hogs | hogs-schedidle + vllm | 0.67 |" in text
     assert "1 failed run(s): hogs/rdmaq/1: client failed" in text
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--queues", "shm,zmq"], "unknown queue 'zmq'"),
+    (["--queues", "vllm,zmq"], "unknown queue 'zmq'"),
     (["--settings", "idle,storm"], "unknown setting 'storm'"),
-    (["--queues", "shm,shm"], "give each queue once"),
+    (["--queues", "vllm,vllm"], "give each queue once"),
     (["--runs", "0"], "--runs"),
     (["--input-len", "200", "--output-len", "100"], "input + output <= --max-model-len"),
     (["--hogs", "0"], "--hogs must be >= 1"),

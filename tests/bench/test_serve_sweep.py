@@ -25,20 +25,20 @@ FAKE = Path(__file__).resolve().parent / "fakevllm"
 
 # ------------------------------------------------------------------ plan
 def test_three_queues_rotate_run_by_run_and_setting_by_setting():
-    steps = serve_plan.plan(["idle", "hogs"], ["shm", "shm-spinloop", "rdmaq"], 2)
+    steps = serve_plan.plan(["idle", "hogs"], ["vllm", "vllm-spinloop", "rdmaq"], 2)
     assert [(s.queue, s.run) for s in steps[:6]] == [
-        ("shm", 1), ("shm-spinloop", 1), ("rdmaq", 1), ("shm", 2), ("shm-spinloop", 2), ("rdmaq", 2)]
-    assert [s.queue for s in steps[6:9]] == ["shm-spinloop", "rdmaq", "shm"]
+        ("vllm", 1), ("vllm-spinloop", 1), ("rdmaq", 1), ("vllm", 2), ("vllm-spinloop", 2), ("rdmaq", 2)]
+    assert [s.queue for s in steps[6:9]] == ["vllm-spinloop", "rdmaq", "vllm"]
     assert {s.setting for s in steps[6:]} == {"hogs"} and len(steps) == 12
-    assert steps[0].name == "idle-shm-1"
+    assert steps[0].name == "idle-vllm-1"
 
 
 def test_remaining_skips_successful_runs_and_keeps_failed_ones():
-    steps = serve_plan.plan(["idle"], ["shm", "rdmaq"], 2)
-    done = [{"setting": "idle", "queue": "shm", "run": 1},
+    steps = serve_plan.plan(["idle"], ["vllm", "rdmaq"], 2)
+    done = [{"setting": "idle", "queue": "vllm", "run": 1},
             {"setting": "idle", "queue": "rdmaq", "run": 1, "error": "client failed"}]
     left = serve_plan.remaining(steps, done)
-    assert [(s.queue, s.run) for s in left] == [("rdmaq", 1), ("shm", 2), ("rdmaq", 2)]
+    assert [(s.queue, s.run) for s in left] == [("rdmaq", 1), ("vllm", 2), ("rdmaq", 2)]
 
 
 def test_a_run_fits_only_when_it_ends_before_the_deadline():
@@ -64,9 +64,9 @@ def test_a_worker_is_named_by_its_groups_larger_than_one():
 
 def test_device_defaults():
     cpu = _args("--device", "cpu")
-    assert (cpu.tp, cpu.queues, cpu.rate, cpu.client) == (2, "shm,rdmaq", 6.0, "spawn")
+    assert (cpu.tp, cpu.queues, cpu.rate, cpu.client) == (2, "vllm,rdmaq", 6.0, "spawn")
     gpu = _args("--device", "cuda", "--concurrency", "24")
-    assert gpu.queues == "shm,shm-spinloop,rdmaq" and gpu.client == "persistent"
+    assert gpu.queues == "vllm,vllm-spinloop,rdmaq" and gpu.client == "persistent"
     assert gpu.max_num_seqs == 24 and gpu.model_shape == "llama-3.2-1b"
     assert "tok-schedidle" not in gpu.settings.split(",")
 
@@ -96,24 +96,24 @@ def test_gpu_server_arguments_per_profile():
 
 
 def test_server_environment_per_queue():
-    shm = serve.server_env("shm", "cuda", None, Path("/s"))
-    spin = serve.server_env("shm-spinloop", "cuda", Path("/t"), Path("/s"))
-    assert "VLLM_USE_SPINLOOP_EXT" not in shm and spin["VLLM_USE_SPINLOOP_EXT"] == "1"
-    assert shm["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
+    plain = serve.server_env("vllm", "cuda", None, Path("/s"))
+    spin = serve.server_env("vllm-spinloop", "cuda", Path("/t"), Path("/s"))
+    assert "VLLM_USE_SPINLOOP_EXT" not in plain and spin["VLLM_USE_SPINLOOP_EXT"] == "1"
+    assert plain["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     assert spin["RDMAQ_BENCH_STEPTIME_DIR"] == "/t"
     cpu = serve.server_env("rdmaq", "cpu", None, Path("/s"))
     assert "VLLM_CPU_OMP_THREADS_BIND" in cpu and "VLLM_USE_FLASHINFER_SAMPLER" not in cpu
     # a variant: its base queue's server with more environment
-    var = serve.server_env("shm-spinloop@RDMAQ_X=1@VLLM_Y=a=b", "cuda", None, Path("/s"))
+    var = serve.server_env("vllm-spinloop@RDMAQ_X=1@VLLM_Y=a=b", "cuda", None, Path("/s"))
     assert var["VLLM_USE_SPINLOOP_EXT"] == "1" and var["RDMAQ_X"] == "1" and var["VLLM_Y"] == "a=b"
     assert serve.serve_command({"model": "m", "tp": 1, "device": "cpu", "max_model_len": 64},
                                "rdmaq@RDMAQ_BUSY_SPIN_US=2000")[4] == "rdmaq"  # --distributed-ipc
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--queues", "shm,zmq"], "choose from shm, shm-spinloop, rdmaq"),
-    (["--queues", "shm,rdmaq@BUSY"], "bad queue variant 'BUSY'"),
-    (["--queues", "shm,zmq@X=1"], "unknown queue 'zmq'"),
+    (["--queues", "vllm,zmq"], "choose from vllm, vllm-spinloop, rdmaq"),
+    (["--queues", "vllm,rdmaq@BUSY"], "bad queue variant 'BUSY'"),
+    (["--queues", "vllm,zmq@X=1"], "unknown queue 'zmq'"),
     (["--deadline", "0"], "--deadline must be > 0"),
     (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization must be in (0, 1]"),
     (["--tp", "0"], "--tp and --max-num-seqs must be >= 1"),
@@ -131,22 +131,22 @@ def _pid_file(d: Path, pid: int, title: str, spinloop):
 
 
 def test_spinloop_check_fails_when_a_process_spins_in_python(tmp_path):
-    srv = VllmServer(vllm="vllm", model=tmp_path, ipc="shm", name="shm-spinloop", workdir=tmp_path,
+    srv = VllmServer(vllm="vllm", model=tmp_path, ipc="shm", name="vllm-spinloop", workdir=tmp_path,
                      env={}, max_model_len=64)
     srv.log_path.write_text("INFO starting\n")
     _pid_file(tmp_path, 11, "VLLM::EngineCore", True)
     _pid_file(tmp_path, 12, "VLLM::Worker_TP0", True)
-    assert serve.check_spinloop("shm-spinloop", srv, tmp_path) == {
+    assert serve.check_spinloop("vllm-spinloop", srv, tmp_path) == {
         "VLLM::EngineCore (11)": True, "VLLM::Worker_TP0 (12)": True}
     _pid_file(tmp_path, 12, "VLLM::Worker_TP0", False)
     with pytest.raises(ServerError, match=r"spin-loop extension is off in \['VLLM::Worker_TP0 \(12\)'\]"):
-        serve.check_spinloop("shm-spinloop", srv, tmp_path)
+        serve.check_spinloop("vllm-spinloop", srv, tmp_path)
     # the other queues only record it
-    assert serve.check_spinloop("shm", srv, tmp_path)["VLLM::Worker_TP0 (12)"] is False
+    assert serve.check_spinloop("vllm", srv, tmp_path)["VLLM::Worker_TP0 (12)"] is False
     _pid_file(tmp_path, 12, "VLLM::Worker_TP0", True)
     srv.log_path.write_text(f"WARNING {serve.SPINLOOP_FAILED}, disabling VLLM_USE_SPINLOOP_EXT!\n")
     with pytest.raises(ServerError, match="its log says so"):
-        serve.check_spinloop("shm-spinloop", srv, None)
+        serve.check_spinloop("vllm-spinloop", srv, None)
 
 
 # ------------------------------------------------------------------ step share (async GPU steps)
@@ -212,24 +212,44 @@ def _run(queue, ttft, tok_s):
 
 
 def test_rdmaq_over_the_best_of_vllms_queues_per_metric():
-    runs = [_run("shm", 40.0, 1000.0), _run("shm-spinloop", 20.0, 900.0), _run("rdmaq", 10.0, 1100.0)]
-    result = _result(runs, ["shm", "shm-spinloop", "rdmaq"])
+    runs = [_run("vllm", 40.0, 1000.0), _run("vllm-spinloop", 20.0, 900.0), _run("rdmaq", 10.0, 1100.0)]
+    result = _result(runs, ["vllm", "vllm-spinloop", "rdmaq"])
     summ = serve_report.summarize(result)
-    r = serve_report.ratios(summ, "hogs", "rdmaq", ["shm", "shm-spinloop"])
+    r = serve_report.ratios(summ, "hogs", "rdmaq", ["vllm", "vllm-spinloop"])
     assert r["ttft_p50_ms"] == pytest.approx(10 / 20)        # the spin loop's TTFT is the best
-    assert r["output_tok_s"] == pytest.approx(1100 / 1000)   # plain shm's throughput is
+    assert r["output_tok_s"] == pytest.approx(1100 / 1000)   # plain vllm's throughput is
     text = serve_report.format_markdown(result)
-    assert "| hogs | **rdmaq ÷ best of shm, shm-spinloop** |" in text
-    assert "| hogs | shm-spinloop |" in text and "TP=1 on NVIDIA H200" in text
+    assert "| hogs | **rdmaq ÷ best of vllm, vllm-spinloop** |" in text
+    assert "| hogs | vllm-spinloop |" in text and "TP=1 on NVIDIA H200" in text
     assert "2.0%" in text  # the per-step queue share of the GPU runs
     # every rdmaq variant gets its row, over the same best of vLLM's queues
     var = "rdmaq@RDMAQ_BUSY_SPIN_US=2000"
     text = serve_report.format_markdown(_result(runs + [_run(var, 5.0, 1000.0)],
-                                                ["shm", "shm-spinloop", "rdmaq", var]))
-    assert "| hogs | **rdmaq ÷ best of shm, shm-spinloop** |" in text
-    assert f"| hogs | **{var} ÷ best of shm, shm-spinloop** | 1.00 | 1.00 | 1.00 | 1.00 | 0.25 |" in text
+                                                ["vllm", "vllm-spinloop", "rdmaq", var]))
+    assert "| hogs | **rdmaq ÷ best of vllm, vllm-spinloop** |" in text
+    assert f"| hogs | **{var} ÷ best of vllm, vllm-spinloop** | 1.00 | 1.00 | 1.00 | 1.00 | 0.25 |" in text
     # with vLLM's plain queue alone the label stays the CPU tables'
-    assert "**rdmaq ÷ shm**" in serve_report.format_markdown(_result(runs[::2], ["shm", "rdmaq"]))
+    assert "**rdmaq ÷ vllm**" in serve_report.format_markdown(_result(runs[::2], ["vllm", "rdmaq"]))
+
+
+def test_result_files_of_earlier_versions_read_under_todays_names(tmp_path, capsys):
+    """Files written when vLLM's queues were "shm" and "shm-spinloop": the report (and the
+    docs' tables) read them as vllm and vllm-spinloop; the file itself is left as written."""
+    var = "shm-spinloop@VLLM_X=1"
+    runs = [_run("shm", 40.0, 1000.0), _run("shm-spinloop", 20.0, 900.0), _run("rdmaq", 10.0, 1100.0),
+            _run(var, 30.0, 950.0)]
+    runs[0]["server_cpu_s"] = {"shm": 1.0, "rdmaq": 2.0}
+    old = dict(_result(runs, ["shm", "shm-spinloop", "rdmaq", var]), servers={"shm": {}, "rdmaq": {}})
+    now = serve_report.with_current_names(old)
+    assert now["config"]["queues"] == ["vllm", "vllm-spinloop", "rdmaq", "vllm-spinloop@VLLM_X=1"]
+    assert [r["queue"] for r in now["runs"]] == ["vllm", "vllm-spinloop", "rdmaq", "vllm-spinloop@VLLM_X=1"]
+    assert now["runs"][0]["server_cpu_s"] == {"vllm": 1.0, "rdmaq": 2.0}
+    assert sorted(now["servers"]) == ["rdmaq", "vllm"]
+    assert old["runs"][0]["queue"] == "shm" and old["config"]["queues"][0] == "shm"
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(old))
+    assert serve.main(["--report", str(path)]) == 0
+    assert "| hogs | **rdmaq ÷ best of vllm, vllm-spinloop, vllm-spinloop@VLLM_X=1** |" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------ client
@@ -280,7 +300,7 @@ def _sweep(tmp_path, *extra, env=None):
     cmd = [sys.executable, "-m", "rdmaq.cli", "bench", "serve", "--device", "cpu",
            "--vllm", str(_fake_vllm(tmp_path)), "--model", str(model), "--out", str(tmp_path / "out"),
            "--tp", "1",
-           "--queues", "shm,shm-spinloop,rdmaq", "--settings", "idle", "--runs", "2",
+           "--queues", "vllm,vllm-spinloop,rdmaq", "--settings", "idle", "--runs", "2",
            "--num-prompts", "3", "--rate", "1", "--output-len", "4", "--input-len", "4",
            "--no-step-timing", "--client", "persistent", "--stop-grace", "10", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env or _fake_env())
@@ -292,7 +312,7 @@ def test_sweep_cut_at_a_deadline_resumes_on_the_same_servers(tmp_path):
     assert first.returncode == serve.EXIT_INCOMPLETE, first.stderr[-3000:]
     out = tmp_path / "out"
     kept = json.loads((out / "servers.json").read_text())
-    assert sorted(kept) == ["rdmaq", "shm", "shm-spinloop"]
+    assert sorted(kept) == ["rdmaq", "vllm", "vllm-spinloop"]
     assert all(psutil.pid_exists(s["sid"]) for s in kept.values())
     part1 = json.loads((out / "results.json").read_text())
     assert part1["runs"] == [] and part1["complete"] is False
@@ -303,17 +323,17 @@ def test_sweep_cut_at_a_deadline_resumes_on_the_same_servers(tmp_path):
     result = json.loads((out / "results.json").read_text())
     assert result["complete"] is True and result["failed_runs"] == 0
     assert [(r["queue"], r["run"]) for r in result["runs"]] == [
-        ("shm", 1), ("shm-spinloop", 1), ("rdmaq", 1), ("shm", 2), ("shm-spinloop", 2), ("rdmaq", 2)]
+        ("vllm", 1), ("vllm-spinloop", 1), ("rdmaq", 1), ("vllm", 2), ("vllm-spinloop", 2), ("rdmaq", 2)]
     for r in result["runs"]:
         assert r["server_pid"] == kept[r["queue"]]["sid"] and r["part"] == 2  # reused
-        assert set(r["server_cpu_s"]) == {"shm", "shm-spinloop", "rdmaq"}
+        assert set(r["server_cpu_s"]) == {"vllm", "vllm-spinloop", "rdmaq"}
         assert r["metrics"]["completed"] == 3
     assert not (out / "servers.json").exists()
     for q, s in kept.items():
         assert not psutil.pid_exists(s["sid"]) or psutil.Process(s["sid"]).status() == "zombie"
         assert result["servers"][q]["cleanup"]["processes_remaining"] == []
         assert not os.path.exists(s["tmpdir"])
-    assert "rdmaq ÷ best of shm, shm-spinloop" in (out / "summary.md").read_text()
+    assert "rdmaq ÷ best of vllm, vllm-spinloop" in (out / "summary.md").read_text()
 
 
 def test_sweep_starts_new_servers_when_the_kept_ones_are_gone(tmp_path):
@@ -325,13 +345,13 @@ def test_sweep_starts_new_servers_when_the_kept_ones_are_gone(tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     result = json.loads((tmp_path / "out" / "results.json").read_text())
     pids = {r["queue"]: r["server_pid"] for r in result["runs"]}
-    assert pids["rdmaq"] != kept["rdmaq"]["sid"] and pids["shm"] == kept["shm"]["sid"]
+    assert pids["rdmaq"] != kept["rdmaq"]["sid"] and pids["vllm"] == kept["vllm"]["sid"]
     assert {r["setting"] for r in result["runs"]} == {"idle"}
     assert result["servers"]["rdmaq"]["started_by_part"] == 2
 
 
 def test_a_failing_client_run_is_an_error_record_not_a_hang(tmp_path):
-    r = _sweep(tmp_path, "--queues", "shm", "--runs", "1", env=_fake_env(FAKE_VLLM_CLIENT_FAIL="1"))
+    r = _sweep(tmp_path, "--queues", "vllm", "--runs", "1", env=_fake_env(FAKE_VLLM_CLIENT_FAIL="1"))
     assert r.returncode == 1
     result = json.loads((tmp_path / "out" / "results.json").read_text())
     assert result["failed_runs"] == 1
@@ -340,16 +360,16 @@ def test_a_failing_client_run_is_an_error_record_not_a_hang(tmp_path):
 
 def test_a_queue_variant_runs_its_own_server_with_its_environment(tmp_path):
     var = "rdmaq@RDMAQ_TEST_BUSY_SPIN_US=100"
-    r = _sweep(tmp_path, "--queues", f"shm,{var}", "--runs", "1")
+    r = _sweep(tmp_path, "--queues", f"vllm,{var}", "--runs", "1")
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "out"
     result = json.loads((out / "results.json").read_text())
-    assert [(x["queue"], x["run"]) for x in result["runs"]] == [("shm", 1), (var, 1)]
+    assert [(x["queue"], x["run"]) for x in result["runs"]] == [("vllm", 1), (var, 1)]
     assert "--distributed-ipc rdmaq" in " ".join(result["servers"][var]["command"])
-    logs = {q: (out / "logs" / f"serve-{q}.log").read_text() for q in ("shm", var)}
+    logs = {q: (out / "logs" / f"serve-{q}.log").read_text() for q in ("vllm", var)}
     assert "RDMAQ_TEST_BUSY_SPIN_US=100" in logs[var]
-    assert "RDMAQ_TEST_BUSY_SPIN_US" not in logs["shm"]
-    assert f"**{var} ÷ shm**" in (out / "summary.md").read_text()
+    assert "RDMAQ_TEST_BUSY_SPIN_US" not in logs["vllm"]
+    assert f"**{var} ÷ vllm**" in (out / "summary.md").read_text()
 
 
 # ------------------------------------------------------------------ model

@@ -5,7 +5,7 @@ so the attacker code runs too), one run per queue: the harness starts ``vllm ser
 with ``--distributed-ipc shm`` and ``rdmaq``, drives each with ``vllm bench serve`` and stops
 them. Checked: well-formed results for both queues (every request completed, the raw JSON of
 each run, worker CPU time, the queue's share of an RPC from matched enqueue/dequeue stamps),
-rdmaq's queue carried the rdmaq server's traffic and none of the shm server's, and nothing
+rdmaq's queue carried the rdmaq server's traffic and none of the vllm server's, and nothing
 is left behind: no process the harness started (this test is their subreaper), no /dev/shm
 name the servers used, no temporary directory.
 """
@@ -88,7 +88,7 @@ def test_results_well_formed_for_both_queues(sweep):
     assert result["schema"] == "rdmaq-bench-serve/1"
     assert result["failed_runs"] == 0 and "error" not in result
     runs = result["runs"]
-    assert sorted(r["queue"] for r in runs) == ["rdmaq", "shm"]
+    assert sorted(r["queue"] for r in runs) == ["rdmaq", "vllm"]
     for r in runs:
         assert r["setting"] == "hogs-schedidle" and "error" not in r, r
         m = r["metrics"]
@@ -115,7 +115,7 @@ def test_results_well_formed_for_both_queues(sweep):
 
 def test_rdmaq_carried_only_the_rdmaq_server(sweep):
     servers = sweep["result"]["servers"]
-    assert servers["shm"]["rdmaq_queue_stats"] == []
+    assert servers["vllm"]["rdmaq_queue_stats"] == []
     stats = servers["rdmaq"]["rdmaq_queue_stats"]
     engine = [s for s in stats if "EngineCore" in (s["title"] or "")]
     assert any(s["role"] == "writer" and s["n_reader"] == 2 and s["messages"] > 0 for s in engine), stats
@@ -124,8 +124,8 @@ def test_rdmaq_carried_only_the_rdmaq_server(sweep):
 
 def test_summary_names_both_queues(sweep):
     text = (sweep["out"] / "summary.md").read_text()
-    assert "| hogs-schedidle | shm |" in text and "| hogs-schedidle | rdmaq |" in text
-    assert "rdmaq ÷ shm" in text
+    assert "| hogs-schedidle | vllm |" in text and "| hogs-schedidle | rdmaq |" in text
+    assert "rdmaq ÷ vllm" in text
     assert text.strip() in sweep["stdout"]
 
 
