@@ -39,7 +39,7 @@
  * budget.
  *
  * Blocked waits return -EINTR when a signal handler ran and, if asked
- * (main_returns), on the main thread every RDMAQ_PEER_CHECK_NS: Python's
+ * (eintr_on_main_thread), on the main thread every RDMAQ_PEER_CHECK_NS: Python's
  * handlers run only when the interpreter gets control back, and a signal
  * that lands while we spin interrupts no system call.
  */
@@ -112,7 +112,7 @@ int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_conf
 	wt->spin_max_ns = wc->spin_ns;
 	wt->spin_ns = wc->spin_ns;
 	wt->anticipate = wc->anticipate != 0;
-	wt->main_returns = wc->main_returns != 0;
+	wt->eintr_on_main_thread = wc->eintr_on_main_thread != 0;
 	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
 	wt->free_spin_ns = wc->free_spin_ns;
 	return 0;
@@ -504,7 +504,7 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 				ret = wt->ops->check_peer(wt->ep);
 			if (ret < 0)
 				break;
-			if (wt->main_returns && rdmaq_on_main_thread()) {
+			if (wt->eintr_on_main_thread && rdmaq_on_main_thread()) {
 				ret = rdmaq_set_err(-EINTR, "returning to run signal handlers");
 				break;
 			}

@@ -48,11 +48,11 @@ struct rdmaq_waiter {
 	/* Runs once before the first block of a wait (a reader returns credit). */
 	int (*before_block)(struct rdmaq_waiter *wt);
 	uint32_t spin_max_ns;
-	uint32_t spin_ns;  /* adaptive budget, in [spin_min, spin_max] */
-	int cancelled;	   /* set by another thread: fail with -ECANCELED */
-	bool anticipate;   /* readers: use the cadence (rdmaq_wait_next) */
-	bool main_returns; /* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
-	bool busy_noted;   /* the nap before this wait counted stats->busy already */
+	uint32_t spin_ns;	   /* adaptive budget, in [spin_min, spin_max] */
+	int cancelled;		   /* set by another thread: fail with -ECANCELED */
+	bool anticipate;	   /* readers: use the cadence (rdmaq_wait_next) */
+	bool eintr_on_main_thread; /* return -EINTR every RDMAQ_PEER_CHECK_NS on the main thread */
+	bool busy_noted;	   /* the nap before this wait counted stats->busy already */
 	/* Settle the scheduler lag before blocking when the next message is this far (0: never). */
 	int64_t settle_far_ns;
 	/* Under evaluation (RDMAQ_BUSY_SPIN_US): spin this long even on an oversubscribed CPU. */

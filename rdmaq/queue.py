@@ -159,13 +159,13 @@ def _wait_config(ffi: Any, spin_us: int | None, slice_us: int | None, anticipate
         "slice_ns": slice_us * 1000,
         "anticipate": int(anticipate),
         "restore_slice": int(restore_slice),
-        "main_returns": 1,  # so signal handlers run while a call blocks (see _Endpoint._call)
+        "eintr_on_main_thread": 1,  # so signal handlers run while a call blocks (see _Endpoint._call)
         "free_spin_ns": free_spin_ns,
     })
 
 
 @dataclass(frozen=True)
-class _COps:
+class _CFunctions:
     """The ring's C functions one endpoint role uses (rdmaq_writer_* or rdmaq_reader_*)."""
 
     wait_ready: Callable[..., int]
@@ -177,14 +177,14 @@ class _COps:
     destroy: Callable[..., None]
 
 
-def _writer_ops(lib: Any) -> _COps:
-    return _COps(lib.rdmaq_writer_wait_ready, lib.rdmaq_writer_set_wait, lib.rdmaq_writer_stats,
+def _writer_c_functions(lib: Any) -> _CFunctions:
+    return _CFunctions(lib.rdmaq_writer_wait_ready, lib.rdmaq_writer_set_wait, lib.rdmaq_writer_stats,
                  lib.rdmaq_writer_trace, lib.rdmaq_writer_cancel, lib.rdmaq_writer_close,
                  lib.rdmaq_writer_destroy)
 
 
-def _reader_ops(lib: Any) -> _COps:
-    return _COps(lib.rdmaq_reader_wait_ready, lib.rdmaq_reader_set_wait, lib.rdmaq_reader_stats,
+def _reader_c_functions(lib: Any) -> _CFunctions:
+    return _CFunctions(lib.rdmaq_reader_wait_ready, lib.rdmaq_reader_set_wait, lib.rdmaq_reader_stats,
                  lib.rdmaq_reader_trace, lib.rdmaq_reader_cancel, lib.rdmaq_reader_close,
                  lib.rdmaq_reader_destroy)
 
@@ -201,18 +201,18 @@ class _Endpoint:
     _held: BaseException | None = None
     _life = threading.RLock()  # (each endpoint gets its own in _start)
 
-    def _start(self, backend: Backend, ffi: Any, lib: Any, ops: _COps) -> None:
-        self._b = backend
+    def _start(self, backend: Backend, ffi: Any, lib: Any, c_functions: _CFunctions) -> None:
+        self._backend = backend
         self._ffi, self._lib = ffi, lib
-        self._ops = ops
+        self._c_functions = c_functions
         self._ptr: Any = backend.ptr
         self._addr = _hold_gil.address(ffi, backend.ptr)  # the same, for _hold_gil's calls
         # Held while C uses the object.  Reentrant only to tell whether this thread holds
         # it (_is_owned): a call from a signal handler that interrupted one on this
         # endpoint (_in_call) is refused; a lock left taken by a handler's exception as it
         # was taken (not _in_call) is let go by this thread's next call.
-        self._op: Any = threading.RLock()
-        self._in_call = False  # set once _op is taken, cleared just before it is let go
+        self._call_lock: Any = threading.RLock()
+        self._in_call = False  # set once _call_lock is taken, cleared just before it is let go
         # Held while the C object is read outside an operation (stats, last_trace) or freed:
         # reentrant, for a signal handler that reads stats while close() holds it.
         self._life = threading.RLock()
@@ -226,7 +226,7 @@ class _Endpoint:
         # count's read, whose exception comes after it (a signal handler runs only after a
         # C function returns, as a Python function starts, or in a loop): see Writer.put.
         self._counts = ffi.new("struct rdmaq_stats *")
-        ops.stats(self._ptr, self._counts)
+        c_functions.stats(self._ptr, self._counts)
         self._done: int = self._counts.messages
 
     def _check(self, rc: int, what: str) -> None:
@@ -244,7 +244,7 @@ class _Endpoint:
             raise errors.ForkedError(
                 f"{self._kind} {what}: {self._kind} belongs to the parent process (fork), pid "
                 f"{self._pid}: make endpoints in the process that uses them", errno.ESTALE)
-        op = self._op
+        op = self._call_lock
         if op._is_owned():
             if self._in_call:
                 raise RuntimeError(f"{self._kind} {what}: called while this thread's call on "
@@ -264,24 +264,24 @@ class _Endpoint:
         self._in_call = True
         if self._closed:  # closed while we waited for the lock
             self._in_call = False
-            self._op.release()
+            self._call_lock.release()
             raise errors.ClosedError(f"{self._kind} is closed")
         held = self._held
         if held is not None:  # from the last call, which had done its work: raised before this one does any
             self._held = None
             self._in_call = False
-            self._op.release()
+            self._call_lock.release()
             raise held
 
     def _c_stats(self) -> dict[str, int]:
         s = self._ffi.new("struct rdmaq_stats *")
-        self._ops.stats(self._ptr, s)
+        self._c_functions.stats(self._ptr, s)
         return {k: getattr(s, k) for k, _ in self._ffi.typeof("struct rdmaq_stats").fields}
 
     def _configure_wait(self, spin_us: int | None, slice_us: int | None, anticipate: bool | None,
                         restore_slice: bool | None, free_spin_ns: int = 0) -> None:
         wc = _wait_config(self._ffi, spin_us, slice_us, anticipate, restore_slice, free_spin_ns)
-        self._check(self._ops.set_wait(self._ptr, wc), "wait configuration")
+        self._check(self._c_functions.set_wait(self._ptr, wc), "wait configuration")
 
     @property
     def last_trace(self) -> dict[str, Any]:
@@ -296,7 +296,7 @@ class _Endpoint:
 
     def _c_trace(self) -> dict[str, Any]:
         t = self._ffi.new("struct rdmaq_trace *")
-        self._ops.trace(self._ptr, t)
+        self._c_functions.trace(self._ptr, t)
         how = ("none", "ready", "spin", "window", "woken")
         return {"start_ns": t.start_ns, "mid_ns": t.mid_ns, "end_ns": t.end_ns,
                 "how": how[t.how] if t.how < len(how) else str(t.how)}
@@ -318,7 +318,7 @@ class _Endpoint:
             if self._ptr is None:
                 return dict(self._final_stats)
             stats = self._c_stats()
-            stats.update(self._b.extra_stats())
+            stats.update(self._backend.extra_stats())
             return stats
 
     def wait_ready(self, timeout: float | None = None) -> None:
@@ -329,13 +329,13 @@ class _Endpoint:
             self._wait_ready_locked(deadline)
         finally:
             self._in_call = False
-            self._op.release()
+            self._call_lock.release()
 
     def _wait_ready_locked(self, deadline: float | None) -> None:
         if self._ready:
             return
-        self._b.before_ready(deadline)
-        self._check(self._call(self._ops.wait_ready, self._ptr, deadline=deadline), "wait_ready")
+        self._backend.before_ready(deadline)
+        self._check(self._call(self._c_functions.wait_ready, self._ptr, deadline=deadline), "wait_ready")
         self._ready = True
 
     def close(self) -> None:
@@ -353,7 +353,7 @@ class _Endpoint:
         with self._life:  # one close() goes on; stats read the live object until it is freed
             if self._closed:
                 return
-            if self._op._is_owned() and self._in_call:  # the call under way would use the freed object
+            if self._call_lock._is_owned() and self._in_call:  # the call under way would use the freed object
                 raise RuntimeError(f"{self._kind} close: called while this thread's call on "
                                    f"this {self._kind} is under way (from a signal handler?): "
                                    "close it after the call returns")
@@ -361,16 +361,16 @@ class _Endpoint:
         if self._forks != _forks:
             # A fork()ed copy: the queue belongs to the parent, leave it be.
             return
-        self._ops.cancel(self._ptr)  # wakes a blocked operation, which then releases _op
-        with self._op, self._life:
+        self._c_functions.cancel(self._ptr)  # wakes a blocked operation, which then releases _call_lock
+        with self._call_lock, self._life:
             self._final_stats = self._c_stats()
             self._final_trace = self._c_trace()
             ptr, self._ptr = self._ptr, None  # stats and last_trace no longer reach it
             try:
-                self._ops.close(ptr)
+                self._c_functions.close(ptr)
             finally:
-                self._ops.destroy(ptr)
-            self._b.close()
+                self._c_functions.destroy(ptr)
+            self._backend.close()
 
     def __enter__(self: _E) -> _E:
         return self
@@ -408,7 +408,7 @@ class Writer(_Endpoint):
     """
 
     _kind = "writer"
-    _b: WriterBackend
+    _backend: WriterBackend
 
     def __init__(self, n_readers: int, *, slot_bytes: int = DEFAULT_SLOT_BYTES,
                  slots: int = DEFAULT_SLOTS, max_message_bytes: int = DEFAULT_MAX_MESSAGE,
@@ -431,7 +431,7 @@ class Writer(_Endpoint):
         }
         wait_args = (spin_us, slice_us, False, restore_slice)
         _wait_config(t.ffi, *wait_args)  # bad arguments fail before anything is created
-        self._start(t.create_writer(config, **transport_options), t.ffi, t.lib, _writer_ops(t.lib))
+        self._start(t.create_writer(config, **transport_options), t.ffi, t.lib, _writer_c_functions(t.lib))
         self._try_put = _hold_gil.try_put(t.ffi, t.lib)
         self.n_readers = n_readers
         self.max_message_bytes = max_message_bytes
@@ -440,7 +440,7 @@ class Writer(_Endpoint):
     @property
     def handle(self) -> Handle:
         """Small picklable token; pass it to each reader process."""
-        return self._b.handle
+        return self._backend.handle
 
     def put(self, data: Buffer | Sequence[Buffer], timeout: float | None = None) -> None:
         """Send one message: a bytes-like object, or a list of them sent as one."""
@@ -479,12 +479,12 @@ class Writer(_Endpoint):
             self._check(rc, "put")
         except BaseException as e:
             try:
-                self._ops.stats(self._ptr, self._counts)
+                self._c_functions.stats(self._ptr, self._counts)
             except BaseException:  # noqa: BLE001, S110 - raised after the read (see _start)
                 pass
             if self._counts.messages == self._done:  # not delivered: the put raises
                 self._in_call = False
-                self._op.release()
+                self._call_lock.release()
                 raise
             # Delivered before a signal handler raised: a put that raised would be put
             # again, so this one returns and the next call raises the exception.
@@ -492,7 +492,7 @@ class Writer(_Endpoint):
         self._done += 1
         try:
             self._in_call = False
-            self._op.release()
+            self._call_lock.release()
         except BaseException as e:  # noqa: BLE001 - after the work: held, as above
             if self._held is None:
                 self._held = e
@@ -522,7 +522,7 @@ class Writer(_Endpoint):
             return rc
         finally:
             self._in_call = False
-            self._op.release()
+            self._call_lock.release()
 
 
 class _Scratch:
@@ -565,7 +565,7 @@ class Reader(_Endpoint):
             warm = _warm_up
         if warm is not False and not callable(warm):  # before attaching: bad input takes no index
             raise TypeError(f"warm must be a bool or a callable, got {type(warm).__name__}")
-        self._start(t.attach_reader(handle, index, wc.spin_ns), t.ffi, t.lib, _reader_ops(t.lib))
+        self._start(t.attach_reader(handle, index, wc.spin_ns), t.ffi, t.lib, _reader_c_functions(t.lib))
         self._try_recv = _hold_gil.try_recv(t.ffi, t.lib)
         self.index = index
         self.transport = handle.transport
@@ -614,17 +614,17 @@ class Reader(_Endpoint):
             if loading and consumes:
                 self._kept = None
             self._in_call = False
-            self._op.release()
+            self._call_lock.release()
             raise
         except BaseException:  # a signal handler's (KeyboardInterrupt...): the message stays
             self._unsure = True
             self._in_call = False
-            self._op.release()
+            self._call_lock.release()
             raise
         self._kept = None  # handed over
         try:
             self._in_call = False
-            self._op.release()
+            self._call_lock.release()
         except BaseException as e:  # noqa: BLE001 - after the work: held for the next call
             if self._held is None:
                 self._held = e
@@ -664,7 +664,7 @@ class Reader(_Endpoint):
     def _settle(self) -> None:
         """After a call that raised: a message C had taken by then (the count says) and
         the call did not keep is where that read put it: keep it."""
-        self._ops.stats(self._ptr, self._counts)
+        self._c_functions.stats(self._ptr, self._counts)
         if self._counts.messages != self._done:
             into = self._into
             if into is None:

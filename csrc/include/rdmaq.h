@@ -9,10 +9,10 @@
  * Every function that can fail returns 0 or a negative errno; the calling
  * thread's rdmaq_errmsg() then says what failed.  Timeouts are in
  * nanoseconds, negative meaning "wait forever".  A blocking call returns
- * -EINTR when a signal handler ran (and, with wait_config.main_returns, on
- * the process's main thread at least every 100 ms, so an interpreter can
- * run its own signal handlers); calling again (for put,
- * rdmaq_writer_resume) continues where it stopped.  A put that fails
+ * -EINTR when a signal handler ran (and, with
+ * wait_config.eintr_on_main_thread, on the process's main thread at least
+ * every 100 ms, so an interpreter can run its own signal handlers); calling
+ * again (for put, rdmaq_writer_resume) continues where it stopped.  A put that fails
  * otherwise, or is not resumed before the next put, delivers nothing:
  * readers drop any records of it they got (one exception: a verbs put that
  * failed writing to a dead reader after framing the message; the others get
@@ -99,7 +99,7 @@ struct rdmaq_wait_config {
 	/* give the thread its own slice back after each wake-up (default: keep the short one) */
 	uint32_t restore_slice;
 	/* on the main thread, return -EINTR every 100 ms while blocked */
-	uint32_t main_returns;
+	uint32_t eintr_on_main_thread;
 	/* readers, policy "auto": spin up to this long, in place of napping, while the CPU
 	 * is not contended and the next message can come within it (0: policy "efficient") */
 	uint32_t free_spin_ns;

@@ -58,7 +58,7 @@ def test_send_recv_object_round_trip(benchmark, pair, size):
 def test_c_core_per_message(benchmark, pair, size):
     """rdmaq_writer_put + rdmaq_reader_peek + rdmaq_reader_read through cffi, no Python API layer."""
     w, r = pair
-    wb, rb = w._b, r._b
+    wb, rb = w._backend, r._backend
     ffi, lib = w._ffi, w._lib  # the transport's cffi module
     src = ffi.new("char[]", b"\xab" * size)
     iov = ffi.new("struct rdmaq_iovec *", {"base": src, "len": size})

@@ -59,18 +59,18 @@ def _waiting_for_the_endpoint(thread):
 def test_a_call_waiting_its_turn_when_the_endpoint_closes_raises_closed_and_lets_it_go(transport):
     """Whoever takes the endpoint after a close must let it go, or a close() that
     comes for it later (to free the C object) waits for ever.  Ordered by hand:
-    this thread holds the endpoint as a call does (``_op``), closes it (its own
+    this thread holds the endpoint as a call does (``_call_lock``), closes it (its own
     hold is reentrant), then lets the waiting call have it."""
     with rdmaq.Writer(1, transport=transport) as w:
         r = rdmaq.Reader(w.handle, 0)
         w.wait_ready(timeout=TIMEOUT)
         r.wait_ready(timeout=TIMEOUT)
-        assert r._op.acquire(timeout=TIMEOUT)
+        assert r._call_lock.acquire(timeout=TIMEOUT)
         waiter, waited = in_thread(lambda: r.get(timeout=TIMEOUT))
         wait_until(lambda: _waiting_for_the_endpoint(waiter), "the get to wait for the reader")
         r.close()
-        r._op.release()
+        r._call_lock.release()
         waiter.join(TIMEOUT)
         assert isinstance(waited.get("error"), rdmaq.ClosedError), waited
-        assert r._op.acquire(timeout=TIMEOUT), "the get that raised ClosedError kept the reader"
-        r._op.release()
+        assert r._call_lock.acquire(timeout=TIMEOUT), "the get that raised ClosedError kept the reader"
+        r._call_lock.release()

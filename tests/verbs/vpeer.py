@@ -20,7 +20,7 @@ def main():
         d = hashlib.sha256()
         for _ in range(count):
             d.update(r.get(timeout=120))
-        device = r._b._ctx.port.device
+        device = r._backend._ctx.port.device
         print(json.dumps({"digest": d.hexdigest(), "device": device, "stats": r.stats,
                           "verbs": verbs.process_stats()}), flush=True)
 
