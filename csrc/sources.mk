@@ -11,5 +11,6 @@ CORE_SRCS := ring.c wait.c cadence.c slice.c busy.c schedstat.c error.c
 
 # Transports.
 SHM_SRCS := shm.c shm_proc.c
-VERBS_SRCS := verbs_stats.c verbs_proc.c verbs_choice.c verbs_hub.c verbs_live.c verbs_grave.c \
-	verbs_ctx.c verbs_qp.c verbs_pool.c verbs_ep.c verbs_writer.c verbs_reader.c
+VERBS_SRCS := verbs/verbs_stats.c verbs/verbs_proc.c verbs/verbs_choice.c verbs/verbs_hub.c \
+	verbs/verbs_live.c verbs/verbs_grave.c verbs/verbs_ctx.c verbs/verbs_qp.c verbs/verbs_pool.c \
+	verbs/verbs_ep.c verbs/verbs_writer.c verbs/verbs_reader.c

@@ -62,8 +62,8 @@ from run import _segments as shm_segments  # noqa: E402
 REASONS = HERE / "reasons.toml"
 
 # What is mutated, and what is not (docs/testing.md says why).
-C_SCOPE = "csrc/*.c"
-C_OUT = ("csrc/verbs_*.c",)  # their tests need the SoftRoCE VM
+C_SCOPE = "csrc/**/*.c"
+C_OUT = ("csrc/verbs/*.c",)  # their tests need the SoftRoCE VM
 PY_SCOPE = "rdmaq/**/*.py"
 PY_OUT = (
     "rdmaq/transport/verbs/*",  # the SoftRoCE VM
