@@ -73,7 +73,7 @@ run_tier() {
 		# + doctor/softroce's no-device branches (the VM runs the others), and the
 		# vLLM adapter's reader placement (pure: no vLLM needed)
 		"$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider --transport shm tests/core tests/cli \
-			tests/verbs/test_doctor.py tests/vllm/test_placement.py ;;
+			tests/verbs/test_doctor.py tests/vllm/test_placement.py tests/meta ;;
 	verbs)	stage "verbs tests in the SoftRoCE VM"
 		PATH="$VENV/bin:$PATH" RDMAQ_VENV=$VENV bash tests/rxe/ci.sh ;;
 	vllm)	stage "vLLM tests"

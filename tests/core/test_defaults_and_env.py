@@ -94,14 +94,6 @@ def test_rdmaq_spin_us_0_never_spins(monkeypatch):
         r.close()
 
 
-def test_rdmaq_restore_slice_1_gives_the_thread_its_slice_back(monkeypatch):
-    monkeypatch.setenv("RDMAQ_RESTORE_SLICE", "1")
-    from test_waiting import _blocked_get_then_slice
-    before, after, stats = _blocked_get_then_slice()
-    assert stats["sleeps"] >= 1
-    assert after == before != DEFAULT_SLICE_NS
-
-
 @pytest.mark.parametrize("how", ["argument", "variable"])
 def test_warm_up_off(monkeypatch, how):
     kw = {"warm": False} if how == "argument" else {}

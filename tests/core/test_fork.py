@@ -2,7 +2,7 @@
 endpoint.  A forked child that puts or gets on an inherited endpoint gets
 rdmaq.ForkedError (it would steal the parent's sequence numbers or messages),
 also while a parent thread held the endpoint at the fork, instead of hanging;
-close() in the child leaves the queue be (test_promises.py); the parent goes on."""
+close() in the child leaves the queue be (test_readme_promises.py); the parent goes on."""
 import os
 import select
 import signal

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-CSRC = Path(__file__).resolve().parents[2] / "csrc"
+CSRC = Path(__file__).resolve().parents[3] / "csrc"
 
 FULL, WEAK = "full", "weak"
 

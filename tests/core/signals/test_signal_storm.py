@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-STORM = Path(__file__).resolve().parents[1] / "signal_storm.py"
+STORM = Path(__file__).resolve().parents[2] / "signal_storm.py"
 SEED = 27
 RUN_LIMIT_S = 600  # one run of 10,000 large messages takes about a minute at load 4
 

@@ -91,8 +91,11 @@ def test_threads_started_later_do_not_inherit_the_short_slice():
         assert own == SLICE_NS and child != SLICE_NS
 
 
-def test_restore_slice_gives_the_thread_its_own_back():
-    before, after, stats = _blocked_get_then_slice(restore_slice=True)
+@pytest.mark.parametrize("how", ["argument", "variable"])
+def test_restore_slice_gives_the_thread_its_own_back(monkeypatch, how):
+    if how == "variable":
+        monkeypatch.setenv("RDMAQ_RESTORE_SLICE", "1")
+    before, after, stats = _blocked_get_then_slice(**({"restore_slice": True} if how == "argument" else {}))
     assert stats["sleeps"] >= 1
     assert after == before != SLICE_NS
 

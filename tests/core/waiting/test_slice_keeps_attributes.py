@@ -147,8 +147,8 @@ print(*box[1], flush=True)
 def test_a_thread_already_on_the_slice_is_left_alone_after_the_first_answer():
     import subprocess
     import sys
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.path.dirname(here)]))
+    here = os.path.dirname(os.path.abspath(__file__))  # this module, and tests/'s helpers
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.path.dirname(os.path.dirname(here))]))
     p = subprocess.run([sys.executable, "-c", ALREADY_SHORT_CHILD], capture_output=True, text=True, env=env,
                        timeout=TIMEOUT)
     assert p.returncode == 0, p.stderr

@@ -84,5 +84,5 @@ def test_the_check_sees_an_orphan(tmp_path):
     """The rule itself: a module in no script is found, one named is not."""
     scripts = tier_scripts()
     assert not run_by_a_tier(ROOT / "tests" / "nowhere" / "test_orphan.py", scripts)
-    assert run_by_a_tier(ROOT / "tests" / "core" / "test_tiers.py", scripts)
-    assert os.path.exists(ROOT / "tests" / "core" / "test_tiers.py")
+    assert run_by_a_tier(ROOT / "tests" / "meta" / "test_tiers.py", scripts)
+    assert os.path.exists(ROOT / "tests" / "meta" / "test_tiers.py")
