@@ -172,6 +172,36 @@ static void test_a_wait_at_its_deadline_times_out_without_blocking(void)
 	CHECK(stats.sleeps == 0 && !msg.landed);
 }
 
+/* No message; after `thaw` looks the clock runs again (a wait the frozen clock would hold). */
+static int nothing_then_thaw(void *arg)
+{
+	struct message *m = arg;
+
+	if (++m->looks >= m->due)
+		frozen_ns = 0;
+	return 0;
+}
+
+/*
+ * The same deadline met inside a spin: a spin whose clock reads exactly its
+ * deadline times out at that look, not at the next one that reads past it.
+ */
+static void test_a_spin_that_reads_its_deadline_times_out_there(void)
+{
+	struct rdmaq_waiter wt;
+	int64_t now;
+
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 1000000; /* its budget ends after the deadline */
+	msg = (struct message){ .due = 10000 };
+	now = rdmaq_now_ns();
+	frozen_ns = now + 1; /* rdmaq_deadline(1) from `now`: the clock at the deadline */
+	CHECK(rdmaq_wait(&wt, nothing_then_thaw, &msg, now + 1) == -ETIMEDOUT);
+	frozen_ns = 0;
+	CHECK(msg.looks <= 64 + 1); /* its first clock look, at the 64th round */
+	CHECK(stats.sleeps == 0);
+}
+
 /* A message that lands `after_ns` after the spin's first look (or when the reader blocks). */
 struct timed_message {
 	unsigned long looks;
@@ -469,6 +499,7 @@ int main(void)
 	test_a_spin_looks_at_the_clock_every_64_rounds();
 	test_a_spin_that_ends_late_doubles_its_budget();
 	test_a_wait_at_its_deadline_times_out_without_blocking();
+	test_a_spin_that_reads_its_deadline_times_out_there();
 	test_a_busy_cpu_counts_once_per_get();
 	test_a_busy_cpu_spins_only_with_a_busy_spin_budget();
 	test_a_busy_spin_budget_leaves_an_idle_cpu_alone();
