@@ -7,7 +7,8 @@ import subprocess
 import pytest
 
 TESTS_C = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c")
-UNITS = ["cadence", "wait", "recovery", "cadence_limits", "ring_api", "window", "busy", "paced"]
+UNITS = ["cadence", "wait", "recovery", "cadence_limits", "ring_api", "window", "busy", "schedstat",
+         "paced"]
 
 
 @pytest.mark.parametrize("unit", UNITS)
