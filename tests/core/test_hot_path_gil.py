@@ -87,3 +87,53 @@ def test_a_message_longer_than_a_slot_takes_the_waiting_path(transport):
         w.put(msg, timeout=TIMEOUT)
         assert r.get(timeout=TIMEOUT) == msg
         assert r.stats["immediate"] == 0 and w.stats["immediate"] == 1
+
+
+def _one_slot_pair(transport, slots):
+    w = rdmaq.Writer(1, transport=transport, slot_bytes=1024, slots=slots)
+    r = rdmaq.Reader(w.handle, 0)
+    w.wait_ready(timeout=TIMEOUT)
+    r.wait_ready(timeout=TIMEOUT)
+    return w, r
+
+
+def test_a_put_that_fills_exactly_the_room_left_takes_the_hot_path(transport):
+    """The room a put needs is counted to the record: a message of as many records
+    as the ring has free slots, an empty message into the last free slot."""
+    from rdmaq._rdmaq import lib
+
+    payload = lib.rdmaq_slot_payload(1024)
+    w, r = _one_slot_pair(transport, slots=4)
+    try:
+        w.put(bytes(4 * payload), timeout=TIMEOUT)  # every slot of the empty ring
+        assert w.stats["immediate"] == 1
+        assert r.get(timeout=TIMEOUT) == bytes(4 * payload)
+        for i in range(3):
+            w.put(bytes([i]), timeout=TIMEOUT)
+        w.put(b"", timeout=TIMEOUT)  # the fourth slot, the last one free
+        assert w.stats["immediate"] == 5
+        assert [r.get(timeout=TIMEOUT) for _ in range(4)] == [b"\0", b"\1", b"\2", b""]
+    finally:
+        r.close()
+        w.close()
+
+
+def test_a_put_one_record_longer_than_the_room_left_waits_for_it(transport):
+    """Two free slots and a message of three records: it waits (and lets the GIL go),
+    and with no reader reading it times out having delivered nothing."""
+    from rdmaq._rdmaq import lib
+
+    payload = lib.rdmaq_slot_payload(1024)
+    w, r = _one_slot_pair(transport, slots=4)
+    try:
+        w.put(b"a", timeout=TIMEOUT)
+        w.put(b"b", timeout=TIMEOUT)
+        with pytest.raises(TimeoutError):
+            w.put(bytes(2 * payload + 1), timeout=0.05)
+        assert w.stats["immediate"] == 2
+        assert [r.get(timeout=TIMEOUT) for _ in range(2)] == [b"a", b"b"]
+        with pytest.raises(TimeoutError):
+            r.get(timeout=0.05)
+    finally:
+        r.close()
+        w.close()
