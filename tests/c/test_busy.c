@@ -89,11 +89,29 @@ static void test_a_spin_that_lost_its_cpu_holds_the_thread_busy(void)
 	CHECK(!rdmaq_cpu_busy(now) && looks == 1);
 }
 
+/*
+ * What ran before a lost spin is not weighed after the hold: the preemption
+ * takes the thread's counters as the next verdict's start.
+ */
+static void test_the_verdict_after_a_hold_starts_at_the_preemption(void)
+{
+	int64_t now = 60000 * MS;
+
+	ran += 100 * MS;
+	CHECK(!rdmaq_cpu_busy(now));
+	ran += 100 * MS; /* free, and not judged before the spin is preempted */
+	rdmaq_cpu_busy_preempted(now + 1);
+	ran += 10 * MS;
+	delayed += 2 * MS; /* a sixth of what came after: busy, unless diluted by the 100 ms */
+	CHECK(rdmaq_cpu_busy(now + 1 + RDMAQ_BUSY_HOLD_NS));
+}
+
 int main(void)
 {
 	test_the_verdict_is_the_share_of_runnable_time_spent_waiting();
 	test_the_wait_of_each_wake_up_on_a_halted_vcpu_is_not_contention();
 	test_busy_follows_the_growth_since_the_last_verdict();
 	test_a_spin_that_lost_its_cpu_holds_the_thread_busy();
+	test_the_verdict_after_a_hold_starts_at_the_preemption();
 	return check_report("busy");
 }
