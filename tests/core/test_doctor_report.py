@@ -306,6 +306,8 @@ def test_the_json_report_is_indented_by_two_spaces(monkeypatch, capsys):
     (16, 4.0, True, "efficient", "a CPU quota of 4 CPUs"),
     (16, None, False, "efficient", "no /proc/thread-self/schedstat"),
     (2, None, True, "efficient", "2 CPUs"),
+    (3, None, True, "efficient", "3 CPUs"),  # the boundary: from 4 CPUs, auto
+    (4, None, True, "auto", "4 CPUs, no quota"),
 ])
 def test_the_waiting_policy_the_machine_suits(cpus, quota, schedstat, suits, why):
     got, reason = doctor.waiting_policy(cpus, quota, schedstat)
