@@ -89,8 +89,8 @@ def test_a_message_longer_than_a_slot_takes_the_waiting_path(transport):
         assert r.stats["immediate"] == 0 and w.stats["immediate"] == 1
 
 
-def _one_slot_pair(transport, slots):
-    w = rdmaq.Writer(1, transport=transport, slot_bytes=1024, slots=slots)
+def _one_slot_pair(transport, slots, **kw):
+    w = rdmaq.Writer(1, transport=transport, slot_bytes=1024, slots=slots, **kw)
     r = rdmaq.Reader(w.handle, 0)
     w.wait_ready(timeout=TIMEOUT)
     r.wait_ready(timeout=TIMEOUT)
@@ -134,6 +134,20 @@ def test_a_put_one_record_longer_than_the_room_left_waits_for_it(transport):
         assert [r.get(timeout=TIMEOUT) for _ in range(2)] == [b"a", b"b"]
         with pytest.raises(TimeoutError):
             r.get(timeout=0.05)
+    finally:
+        r.close()
+        w.close()
+
+
+def test_a_put_of_exactly_the_largest_message_allowed_takes_the_hot_path(transport):
+    from rdmaq._rdmaq import lib
+
+    payload = lib.rdmaq_slot_payload(1024)
+    w, r = _one_slot_pair(transport, slots=4, max_message_bytes=2 * payload)
+    try:
+        w.put(bytes(2 * payload), timeout=TIMEOUT)
+        assert w.stats["immediate"] == 1
+        assert r.get(timeout=TIMEOUT) == bytes(2 * payload)
     finally:
         r.close()
         w.close()
