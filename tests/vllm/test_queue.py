@@ -622,6 +622,43 @@ def test_a_failed_send_to_remote_readers_alone_raises_its_own_error():
         w.shutdown()
 
 
+def test_a_failed_send_to_remote_readers_is_raised_by_the_next_enqueue():
+    """The ring's reader has the message, so the enqueue that failed for the remote ones
+    returns (raising would have it enqueued again); the next enqueue raises the error."""
+    w = MQ(2, 1, connect_ip="127.0.0.1")
+    local = MQ.create_from_handle(w.export_handle(), 0)
+    remote = MQ.create_from_handle(w.export_handle(), -1)
+    try:
+        _ready(w, local, remote)
+        real_send = w._remote.send
+
+        def refused_once(parts):
+            w._remote.send = real_send
+            raise OSError(105, "No buffer space available")
+
+        w._remote.send = refused_once
+        w.enqueue("first")
+        assert local.dequeue(timeout=10) == "first"
+        with pytest.raises(OSError, match="No buffer space"):
+            w.enqueue("second")
+        w.enqueue("third")
+        assert local.dequeue(timeout=10) == "third"
+    finally:
+        _close(remote, local, w)
+
+
+@pytest.mark.parametrize("readers", ["ring", "remote only"])
+def test_enqueue_after_shutdown_is_cancelled(readers):
+    if readers == "ring":
+        w, r = _pair()
+        _close(r, w)
+    else:
+        w = MQ(1, 0, connect_ip="127.0.0.1")  # vLLM's ZMQ socket alone, no ring
+        w.shutdown()
+    with pytest.raises(RuntimeError, match="cancelled"):
+        w.enqueue("late")
+
+
 def test_remote_reader_over_zmq_and_its_shutdown():
     w = MQ(2, 1, connect_ip="127.0.0.1")
     local = MQ.create_from_handle(w.export_handle(), 0)
