@@ -86,7 +86,7 @@ def test_bench_serve_help_needs_no_extra():
 
 
 def test_bench_serve_without_psutil_names_the_extra():
-    p = run("bench", "serve", "--queues", "shm", block=["psutil"])
+    p = run("bench", "serve", "--queues", "vllm", block=["psutil"])
     one_line_error(p, 1, "rdmaq bench serve", "'psutil'", BENCH_EXTRA)
 
 
