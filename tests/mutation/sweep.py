@@ -173,6 +173,7 @@ def run_pytest(tree: Path, python: str, nodeids, limit, basetemp: Path):
             pass
     if timed_out:
         out, _ = p.communicate()
+    kill_strays(tree)
     secs = time.monotonic() - t0
     remove_orphan_segments(shm_segments() - before)
     out = (out or "").replace(f"{tree}/", "")
@@ -186,6 +187,26 @@ def run_pytest(tree: Path, python: str, nodeids, limit, basetemp: Path):
     if p.returncode < 0 or "Fatal Python error" in out:
         return "fail", secs, f"crash (exit {p.returncode}): " + (failed[0] if failed else out.strip()[-120:])
     return "fail", secs, (failed[0] if failed else out.strip().splitlines()[-1] if out.strip() else "")
+
+
+def kill_strays(tree: Path) -> int:
+    """Kill what a test left running in ``tree`` (its working directory there), as the run
+    that started it has ended: a mutant can keep a command a test started from ending (a
+    demo deaf to SIGINT), and the test's time limit ends the test before its clean-up.
+    Their number."""
+    root, killed = str(tree), 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if int(pid) != os.getpid() and (cwd == root or cwd.startswith(root + os.sep)):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return killed
 
 
 def unparametrized(nodeids):
