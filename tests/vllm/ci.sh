@@ -296,10 +296,16 @@ in_tests() { local limit=$1; shift; (cd "$HERE" && timeout --kill-after=30 "$lim
 mutate_adapter() {
   local py="${RDMAQ_VENV:-$REPO/.venv}/bin/python"
   [[ -x $py ]] || { echo "no suite venv at ${py%/bin/python} (tests/run_all.sh makes it)" >&2; return 1; }
+  # a temporary folder of its own: what the tests of a killed mutant leave (ZMQ sockets) goes with it
+  local tmp rc
+  tmp=$(mktemp -d) || return 1
   "$py" -m pip install -q coverage &&
-    "$py" "$REPO/tests/mutation/sweep.py" --files 'rdmaq/vllm/*' --vllm-python "$CACHE/venv-mq/bin/python" \
-      --sample "${RDMAQ_VLLM_MUTANTS:-32}" --min-scored 30 --seed "${RDMAQ_MUTATION_SEED:-21}" \
-      --out "$REPO/results/mutation-vllm.md"
+    TMPDIR=$tmp "$py" "$REPO/tests/mutation/sweep.py" --files 'rdmaq/vllm/*' \
+      --vllm-python "$CACHE/venv-mq/bin/python" --sample "${RDMAQ_VLLM_MUTANTS:-32}" --min-scored 30 \
+      --seed "${RDMAQ_MUTATION_SEED:-21}" --out "$REPO/results/mutation-vllm.md"
+  rc=$?
+  rm -rf "$tmp"
+  return $rc
 }
 
 if (( ONLY_MQ )); then
