@@ -975,7 +975,7 @@ def main(argv=None) -> int:
         if importlib.util.find_spec("matplotlib") is None:
             return fail(PROG, missing_package("matplotlib", "bench"))
         check_plot_format(parser, "--plot", args.plot)
-    from .serve_report import format_markdown, plot, with_current_names
+    from .serve_report import current_name, format_markdown, plot, with_current_names
 
     if args.report:
         with open(args.report) as f:
@@ -994,7 +994,7 @@ def main(argv=None) -> int:
         result = json.loads((out / "results.json").read_text())
         if result.get("schema") != SCHEMA or "parts" not in result:
             parser.error(f"{out / 'results.json'} is not a {SCHEMA} sweep to resume")
-        if result["config"]["queues"] != with_current_names(result)["config"]["queues"]:
+        if any(current_name(q) != q for q in result["config"]["queues"]):
             parser.error(f"{out / 'results.json'} names its queues as before "
                          f"({', '.join(result['config']['queues'])}): start a new sweep")
         result.pop("error", None)

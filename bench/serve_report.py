@@ -38,8 +38,8 @@ OLD_NAMES = {"shm": "vllm", "shm-spinloop": "vllm-spinloop"}
 
 def current_name(queue: str) -> str:
     """A queue (``NAME`` or a variant ``NAME@VAR=VALUE...``) under today's name."""
-    base, at, variant = queue.partition("@")
-    return OLD_NAMES.get(base, base) + at + variant
+    base = base_queue(queue)
+    return OLD_NAMES.get(base, base) + queue[len(base):]
 
 
 def with_current_names(result: dict) -> dict:

@@ -179,14 +179,14 @@ class _CFunctions:
 
 def _writer_c_functions(lib: Any) -> _CFunctions:
     return _CFunctions(lib.rdmaq_writer_wait_ready, lib.rdmaq_writer_set_wait, lib.rdmaq_writer_stats,
-                 lib.rdmaq_writer_trace, lib.rdmaq_writer_cancel, lib.rdmaq_writer_close,
-                 lib.rdmaq_writer_destroy)
+                       lib.rdmaq_writer_trace, lib.rdmaq_writer_cancel, lib.rdmaq_writer_close,
+                       lib.rdmaq_writer_destroy)
 
 
 def _reader_c_functions(lib: Any) -> _CFunctions:
     return _CFunctions(lib.rdmaq_reader_wait_ready, lib.rdmaq_reader_set_wait, lib.rdmaq_reader_stats,
-                 lib.rdmaq_reader_trace, lib.rdmaq_reader_cancel, lib.rdmaq_reader_close,
-                 lib.rdmaq_reader_destroy)
+                       lib.rdmaq_reader_trace, lib.rdmaq_reader_cancel, lib.rdmaq_reader_close,
+                       lib.rdmaq_reader_destroy)
 
 
 class _Endpoint:

@@ -252,6 +252,16 @@ def test_result_files_of_earlier_versions_read_under_todays_names(tmp_path, caps
     assert "| hogs | **rdmaq ÷ best of vllm, vllm-spinloop, vllm-spinloop@VLLM_X=1** |" in capsys.readouterr().out
 
 
+def test_a_sweep_of_an_earlier_version_is_not_resumed(tmp_path, capsys):
+    """Its servers and folders carry the old names: a new sweep, said so."""
+    old = dict(_result([_run("shm", 40.0, 1000.0)], ["shm", "rdmaq"]), parts=[{"runs": 1}])
+    (tmp_path / "results.json").write_text(json.dumps(old))
+    with pytest.raises(SystemExit) as e:
+        serve.main(["--resume", "--out", str(tmp_path)])
+    assert e.value.code == 2
+    assert "names its queues as before (shm, rdmaq): start a new sweep" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ client
 def _fake_env(**extra):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(FAKE), os.environ.get("PYTHONPATH", "")]))

@@ -12,8 +12,10 @@ import pytest
 
 import rdmaq
 from children import TIMEOUT
+from rdmaq._rdmaq import lib
 
 N = 10_000
+PAYLOAD = lib.rdmaq_slot_payload(1024)  # of each slot of the small rings below
 
 
 class GilTurns:
@@ -89,7 +91,7 @@ def test_a_message_longer_than_a_slot_takes_the_waiting_path(transport):
         assert r.stats["immediate"] == 0 and w.stats["immediate"] == 1
 
 
-def _one_slot_pair(transport, slots, **kw):
+def _small_ring_pair(transport, slots, **kw):
     w = rdmaq.Writer(1, transport=transport, slot_bytes=1024, slots=slots, **kw)
     r = rdmaq.Reader(w.handle, 0)
     w.wait_ready(timeout=TIMEOUT)
@@ -100,14 +102,11 @@ def _one_slot_pair(transport, slots, **kw):
 def test_a_put_that_fills_exactly_the_room_left_takes_the_hot_path(transport):
     """The room a put needs is counted to the record: a message of as many records
     as the ring has free slots, an empty message into the last free slot."""
-    from rdmaq._rdmaq import lib
-
-    payload = lib.rdmaq_slot_payload(1024)
-    w, r = _one_slot_pair(transport, slots=4)
+    w, r = _small_ring_pair(transport, slots=4)
     try:
-        w.put(bytes(4 * payload), timeout=TIMEOUT)  # every slot of the empty ring
+        w.put(bytes(4 * PAYLOAD), timeout=TIMEOUT)  # every slot of the empty ring
         assert w.stats["immediate"] == 1
-        assert r.get(timeout=TIMEOUT) == bytes(4 * payload)
+        assert r.get(timeout=TIMEOUT) == bytes(4 * PAYLOAD)
         for i in range(3):
             w.put(bytes([i]), timeout=TIMEOUT)
         w.put(b"", timeout=TIMEOUT)  # the fourth slot, the last one free
@@ -121,15 +120,12 @@ def test_a_put_that_fills_exactly_the_room_left_takes_the_hot_path(transport):
 def test_a_put_one_record_longer_than_the_room_left_waits_for_it(transport):
     """Two free slots and a message of three records: it waits (and lets the GIL go),
     and with no reader reading it times out having delivered nothing."""
-    from rdmaq._rdmaq import lib
-
-    payload = lib.rdmaq_slot_payload(1024)
-    w, r = _one_slot_pair(transport, slots=4)
+    w, r = _small_ring_pair(transport, slots=4)
     try:
         w.put(b"a", timeout=TIMEOUT)
         w.put(b"b", timeout=TIMEOUT)
         with pytest.raises(TimeoutError):
-            w.put(bytes(2 * payload + 1), timeout=0.05)
+            w.put(bytes(2 * PAYLOAD + 1), timeout=0.05)
         assert w.stats["immediate"] == 2
         assert [r.get(timeout=TIMEOUT) for _ in range(2)] == [b"a", b"b"]
         with pytest.raises(TimeoutError):
@@ -140,14 +136,11 @@ def test_a_put_one_record_longer_than_the_room_left_waits_for_it(transport):
 
 
 def test_a_put_of_exactly_the_largest_message_allowed_takes_the_hot_path(transport):
-    from rdmaq._rdmaq import lib
-
-    payload = lib.rdmaq_slot_payload(1024)
-    w, r = _one_slot_pair(transport, slots=4, max_message_bytes=2 * payload)
+    w, r = _small_ring_pair(transport, slots=4, max_message_bytes=2 * PAYLOAD)
     try:
-        w.put(bytes(2 * payload), timeout=TIMEOUT)
+        w.put(bytes(2 * PAYLOAD), timeout=TIMEOUT)
         assert w.stats["immediate"] == 1
-        assert r.get(timeout=TIMEOUT) == bytes(2 * payload)
+        assert r.get(timeout=TIMEOUT) == bytes(2 * PAYLOAD)
     finally:
         r.close()
         w.close()

@@ -26,12 +26,9 @@ if _dir:
         # a fork()ed child (multiprocessing's workers, a test's children) leaves by
         # os._exit, which skips atexit: it saves there too (coverage.py 7.10 and later),
         # under the context of the test that forked it
-        try:
+        if coverage.version_info >= (7, 10):
             _cov.set_option("run:patch", ["_exit"])
-            _cov.start()
-        except coverage.exceptions.ConfigError:
-            _cov.set_option("run:patch", [])
-            _cov.start()
+        _cov.start()
 
         def _save():
             _cov.stop()

@@ -22,6 +22,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from rdmaq.bench.serve import IPC
+
 pytest.importorskip("vllm")
 if not (Path(sys.executable).parent / "vllm").exists():
     pytest.skip("no vllm CLI beside this python", allow_module_level=True)
@@ -100,7 +102,7 @@ def test_results_well_formed_for_both_queues(sweep):
         with open(out / r["raw"]) as f:
             raw = json.load(f)
         assert raw["completed"] == NUM_PROMPTS
-        assert raw["distributed_ipc"] == {"vllm": "shm", "rdmaq": "rdmaq"}[r["queue"]]  # our --metadata
+        assert raw["distributed_ipc"] == IPC[r["queue"]]  # our --metadata, so raw files say which
         assert r["worker_cpu_s"] > 0 and set(r["cpu_s"]) >= {"api_server", "engine_core",
                                                              "worker_tp0", "worker_tp1"}
         qt = r["queue_timing"]
