@@ -344,6 +344,45 @@ static void test_the_busy_spin_budget_comes_from_the_environment(void)
 	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 0);
 }
 
+/*
+ * Each environment variable's limit is a value it takes (1e9 µs of settle
+ * distance, 1 s of busy spin, 1 for the free spin's switch) and one more is
+ * refused; microseconds become nanoseconds; unset or empty, the defaults.
+ */
+static void test_the_environment_s_limits_are_inclusive(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	setenv("RDMAQ_SETTLE_FAR_US", "", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.settle_far_ns == 3000000LL);
+	setenv("RDMAQ_SETTLE_FAR_US", "7", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.settle_far_ns == 7000LL);
+	setenv("RDMAQ_SETTLE_FAR_US", "1000000000", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.settle_far_ns == 1000000000000LL);
+	setenv("RDMAQ_SETTLE_FAR_US", "1000000001", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == -EINVAL && wt.settle_far_ns == 1000000000000LL);
+	CHECK(strstr(rdmaq_errmsg(), "RDMAQ_SETTLE_FAR_US") != NULL);
+	unsetenv("RDMAQ_SETTLE_FAR_US");
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.settle_far_ns == 3000000LL);
+
+	setenv("RDMAQ_BUSY_SPIN_US", "1000000", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 1000000000U);
+	setenv("RDMAQ_BUSY_SPIN_US", "1000001", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == -EINVAL && wt.busy_spin_ns == 1000000000U);
+	CHECK(strcmp(rdmaq_errmsg(), "RDMAQ_BUSY_SPIN_US must be at most 1000000, got 1000001") == 0);
+	setenv("RDMAQ_BUSY_SPIN_US", "1", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 1000U);
+	unsetenv("RDMAQ_BUSY_SPIN_US");
+
+	setenv("RDMAQ_FREE_SPIN_BUSY", "0", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && !wt.free_spin_busy);
+	setenv("RDMAQ_FREE_SPIN_BUSY", "1", 1);
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.free_spin_busy);
+	unsetenv("RDMAQ_FREE_SPIN_BUSY");
+	CHECK(rdmaq_waiter_from_env(&wt) == 0 && !wt.free_spin_busy && wt.busy_spin_ns == 0);
+}
+
 /* A cadence whose last message was stamped now and whose intervals are all `iv`. */
 static void cadence_until_now(struct rdmaq_cadence *cad, int64_t iv)
 {
@@ -504,6 +543,7 @@ int main(void)
 	test_a_busy_cpu_spins_only_with_a_busy_spin_budget();
 	test_a_busy_spin_budget_leaves_an_idle_cpu_alone();
 	test_the_busy_spin_budget_comes_from_the_environment();
+	test_the_environment_s_limits_are_inclusive();
 	test_settles_before_blocking_only_when_the_next_message_is_far();
 	test_settling_is_on_by_default_from_3_ms();
 	test_a_free_cpu_spins_for_a_message_that_is_due();
