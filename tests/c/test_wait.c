@@ -370,7 +370,8 @@ static void test_the_environment_s_limits_are_inclusive(void)
 	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 1000000000U);
 	setenv("RDMAQ_BUSY_SPIN_US", "1000001", 1);
 	CHECK(rdmaq_waiter_from_env(&wt) == -EINVAL && wt.busy_spin_ns == 1000000000U);
-	CHECK(strcmp(rdmaq_errmsg(), "RDMAQ_BUSY_SPIN_US must be at most 1000000, got 1000001") == 0);
+	CHECK(strcmp(rdmaq_errmsg(), "RDMAQ_BUSY_SPIN_US must be at most 1000000, got 1000001") ==
+	      0);
 	setenv("RDMAQ_BUSY_SPIN_US", "1", 1);
 	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 1000U);
 	unsetenv("RDMAQ_BUSY_SPIN_US");
