@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 TESTS_C = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c")
-UNITS = ["cadence", "wait", "recovery", "cadence_limits", "ring_api", "window", "busy", "schedstat",
+UNITS = ["cadence", "wait", "recovery", "cadence_limits", "ring_api", "window", "slice", "busy", "schedstat",
          "paced"]
 
 
