@@ -6,9 +6,13 @@
  * of no iovecs, a message cut off by close, cancel's wake-up.
  * One thread, the shm transport, a writer and its reader in one process.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "rdmaq_shm.h"
@@ -53,6 +57,48 @@ static int put(struct rdmaq_writer *w, const void *data, size_t len)
 static bool says(const char *what)
 {
 	return strstr(rdmaq_errmsg(), what) != NULL;
+}
+
+/*
+ * The segment's file system, as shm.c's posix_fallocate() and ftruncate() meet
+ * it (linked with --wrap): the real calls, or while fallocate_err is set, one
+ * without fallocate (EOPNOTSUPP, ENOSYS) or failing it otherwise, and while
+ * ftruncate_err is set, one that cannot size the file.
+ */
+static int fallocate_err, ftruncate_err, ftruncate_calls;
+
+int __real_posix_fallocate(int fd, off_t offset, off_t len);
+int __real_ftruncate(int fd, off_t len);
+
+int __wrap_posix_fallocate(int fd, off_t offset, off_t len)
+{
+	return fallocate_err ? fallocate_err : __real_posix_fallocate(fd, offset, len);
+}
+
+int __wrap_ftruncate(int fd, off_t len)
+{
+	ftruncate_calls++;
+	if (ftruncate_err) {
+		errno = ftruncate_err;
+		return -1;
+	}
+	return __real_ftruncate(fd, len);
+}
+
+/* This process's segments in /dev/shm. */
+static int my_segments(void)
+{
+	char prefix[32];
+	struct dirent *e;
+	DIR *d = opendir("/dev/shm");
+	int n = 0;
+
+	snprintf(prefix, sizeof(prefix), "rdmaq-%d-", (int)getpid());
+	while (d && (e = readdir(d)))
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	if (d)
+		closedir(d);
+	return n;
 }
 
 static void test_calls_on_closed_endpoints(void)
@@ -197,6 +243,44 @@ static void test_each_limit_at_its_boundary(void)
 	CHECK(create_with(c) == -EINVAL && says("larger than 16 GiB"));
 }
 
+/*
+ * Without fallocate (EOPNOTSUPP, ENOSYS) the segment is sized by ftruncate and
+ * the queue works; a file system that cannot size it, or fails fallocate
+ * otherwise, fails the writer with the reason, and leaves no segment behind.
+ */
+static void test_a_file_system_without_fallocate_sizes_the_segment(void)
+{
+	const int unsupported[] = { EOPNOTSUPP, ENOSYS };
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	char buf[16];
+	uint64_t len;
+	int before = my_segments();
+
+	for (int i = 0; i < 2; i++) {
+		fallocate_err = unsupported[i];
+		ftruncate_calls = 0;
+		if (pair(&w, &r)) {
+			CHECK(!"pair");
+			break;
+		}
+		CHECK(ftruncate_calls == 1);
+		CHECK(put(w, "sized", 5) == 0);
+		CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 5);
+		CHECK(memcmp(buf, "sized", 5) == 0);
+		unpair(w, r);
+	}
+	ftruncate_err = EFBIG;
+	CHECK(create_with(base) == -EFBIG && says("cannot size shared memory: File too large"));
+	ftruncate_err = 0;
+	fallocate_err = EIO;
+	ftruncate_calls = 0;
+	CHECK(create_with(base) == -EIO && says("cannot reserve ") &&
+	      says(" bytes of shared memory: Input/output error") && ftruncate_calls == 0);
+	fallocate_err = 0;
+	CHECK(my_segments() == before);
+}
+
 static void test_a_message_of_exactly_max_message_and_one_more(void)
 {
 	struct rdmaq_writer *w;
@@ -337,6 +421,7 @@ int main(void)
 	test_recv_into_a_buffer_too_small();
 	test_the_counters();
 	test_each_limit_at_its_boundary();
+	test_a_file_system_without_fallocate_sizes_the_segment();
 	test_a_message_of_exactly_max_message_and_one_more();
 	test_only_an_interrupted_put_resumes();
 	test_a_put_of_no_iovecs_sends_an_empty_message();
