@@ -96,6 +96,7 @@ static void kernel_thread(uint32_t policy, uint64_t runtime_ns)
 	kern.thread.sched_policy = policy;
 	kern.thread.sched_nice = 7;
 	kern.thread.sched_runtime = runtime_ns;
+	errno = EAGAIN; /* left by some earlier call: a call that succeeds does not clear it */
 }
 
 static int syscalls(void)
@@ -136,7 +137,9 @@ static void kernel_honours_the_slice_waits(void)
 
 	kernel_thread(SCHED_OTHER, OWN_SLICE_NS);
 	CHECK(rdmaq_slice_effective(&s) == 300000);
+	n = kern.gets;
 	CHECK(rdmaq_slice_enter(&s) == 1 && s.applied);
+	CHECK(kern.gets == n + 1); /* the probe's answer stands: no second probe */
 	CHECK(kern.thread.sched_runtime == 300000 && kern.thread.sched_flags == RESET_ON_FORK &&
 	      kern.thread.sched_nice == 7);
 	rdmaq_slice_leave(&s);
