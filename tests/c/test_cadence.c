@@ -309,6 +309,46 @@ static void test_far_means_even_the_shortest_interval_is_far(void)
 	CHECK(!rdmaq_cadence_far(&c, t + 20 * MS, 1)); /* overdue */
 }
 
+/*
+ * MIN_SEEN intervals, the shortest 6 ms and the longest 12 ms (one each), the
+ * rest 10 ms: a message is due from `ns` before the shortest interval after
+ * the last one (as it was seen) to `ns` after the longest, both ends excluded;
+ * it is far while even the shortest is `ns` away or more.
+ */
+static int64_t six_to_twelve_ms(struct rdmaq_cadence *c)
+{
+	int64_t t;
+
+	rdmaq_cadence_init(c);
+	t = feed(c, 0, RDMAQ_CAD_MIN_SEEN - 1, 10 * MS, 2 * US);
+	t = feed(c, t, 1, 12 * MS, 2 * US);
+	CHECK(c->n == RDMAQ_CAD_MIN_SEEN - 1);
+	CHECK(!rdmaq_cadence_due(c, c->last_stamp + c->offset + 10 * MS, MS)); /* too few yet */
+	CHECK(!rdmaq_cadence_far(c, c->last_stamp, MS));
+	feed(c, t, 1, 6 * MS, 2 * US);
+	return c->last_stamp + c->offset; /* where the last one was seen */
+}
+
+static void test_due_spans_ns_beyond_the_shortest_and_the_longest_interval(void)
+{
+	struct rdmaq_cadence c;
+	int64_t seen = six_to_twelve_ms(&c);
+
+	CHECK(!rdmaq_cadence_due(&c, seen + 5 * MS, MS));
+	CHECK(rdmaq_cadence_due(&c, seen + 5 * MS + 1, MS));
+	CHECK(rdmaq_cadence_due(&c, seen + 13 * MS - 1, MS));
+	CHECK(!rdmaq_cadence_due(&c, seen + 13 * MS, MS));
+}
+
+static void test_far_is_the_shortest_interval_ns_away_or_more(void)
+{
+	struct rdmaq_cadence c;
+	int64_t seen = six_to_twelve_ms(&c);
+
+	CHECK(rdmaq_cadence_far(&c, seen + MS, 5 * MS));
+	CHECK(!rdmaq_cadence_far(&c, seen + MS + 1, 5 * MS));
+}
+
 int main(void)
 {
 	test_no_window_before_enough_intervals();
@@ -327,5 +367,7 @@ int main(void)
 	test_a_stall_does_not_move_the_window_off_the_rhythm();
 	test_the_budget_goes_where_most_intervals_fall();
 	test_far_means_even_the_shortest_interval_is_far();
+	test_due_spans_ns_beyond_the_shortest_and_the_longest_interval();
+	test_far_is_the_shortest_interval_ns_away_or_more();
 	return check_report("cadence");
 }

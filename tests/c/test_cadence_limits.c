@@ -256,12 +256,59 @@ static void test_a_preemption_skips_the_back_off_and_doubles_it(void)
 	CHECK(c.backoff == BACKOFF_MIN && c.clean == 0);
 }
 
+/*
+ * A run takes in an interval exactly its width (the budget less both guards:
+ * 470 us at 3 ms) above its first: 3 intervals of 2.53 ms and 20 of 3 ms
+ * make one run of 23 from 2.53 ms, denser than the 20 from 3 ms.
+ */
+static void test_a_run_takes_in_an_interval_exactly_its_width_away(void)
+{
+	const int64_t width = 3 * MS / RDMAQ_CAD_BUDGET_DIV - 2 * RDMAQ_CAD_GUARD_NS;
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t iv[23];
+	int64_t t;
+
+	for (int i = 0; i < 23; i++)
+		iv[i] = i % 7 == 3 ? 3 * MS - width : 3 * MS;
+	rdmaq_cadence_init(&c);
+	rdmaq_cadence_observe(&c, 1000 * MS, 1000 * MS);
+	t = feed_ivs(&c, 1000 * MS, iv, 23, 0);
+	CHECK(c.sorted[2] == 3 * MS - width && c.sorted[3] == 3 * MS);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	CHECK(w.spin_from == t + c.offset + 3 * MS - width - RDMAQ_CAD_GUARD_NS);
+	CHECK(w.spin_until == w.spin_from + 3 * MS / RDMAQ_CAD_BUDGET_DIV);
+}
+
+/*
+ * Of two runs as dense, the earliest: 11 intervals of 2.7 ms and 11 of 3.3 ms
+ * (the median: a budget of 550 us, runs 520 us wide) are two runs of 11.
+ */
+static void test_of_two_runs_as_dense_the_budget_takes_the_earliest(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t iv[22];
+	int64_t t;
+
+	for (int i = 0; i < 22; i++)
+		iv[i] = i % 2 ? 3300 * US : 2700 * US;
+	rdmaq_cadence_init(&c);
+	rdmaq_cadence_observe(&c, 1000 * MS, 1000 * MS);
+	t = feed_ivs(&c, 1000 * MS, iv, 22, 0);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	CHECK(w.spin_from == t + c.offset + 2700 * US - RDMAQ_CAD_GUARD_NS);
+	CHECK(w.spin_until == w.spin_from + 3300 * US / RDMAQ_CAD_BUDGET_DIV);
+}
+
 int main(void)
 {
 	test_the_window_of_a_steady_writer_exactly();
 	test_the_spin_budget_is_a_sixth_of_the_interval_up_to_1_ms();
 	test_the_window_covers_every_interval_while_it_fits_with_both_guards();
 	test_the_densest_run_is_found_past_the_shortest_intervals();
+	test_a_run_takes_in_an_interval_exactly_its_width_away();
+	test_of_two_runs_as_dense_the_budget_takes_the_earliest();
 	test_the_shortest_and_longest_intervals_anticipated();
 	test_fewest_intervals_anticipated();
 	test_how_irregular_a_writer_may_be();

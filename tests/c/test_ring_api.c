@@ -101,6 +101,20 @@ static int my_segments(void)
 	return n;
 }
 
+/* Open file descriptors of this process. */
+static int my_fds(void)
+{
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
 static void test_calls_on_closed_endpoints(void)
 {
 	struct rdmaq_writer *w;
@@ -281,6 +295,31 @@ static void test_a_file_system_without_fallocate_sizes_the_segment(void)
 	CHECK(my_segments() == before);
 }
 
+/*
+ * The process watches (pidfds) of a writer and its reader, and of an attach
+ * refused after watching the writer (the index taken), are all let go.
+ */
+static void test_endpoints_leave_no_file_descriptor_open(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r, *again;
+	int before = my_fds();
+
+	for (int i = 0; i < 3; i++) {
+		if (rdmaq_shm_writer_create(&w, &base) ||
+		    rdmaq_shm_reader_attach(&r, rdmaq_shm_writer_name(w), 0, 0)) {
+			CHECK(!"pair");
+			return;
+		}
+		CHECK(rdmaq_shm_reader_attach(&again, rdmaq_shm_writer_name(w), 0, 0) == -EBUSY);
+		CHECK(says("reader index 0 is already attached"));
+		CHECK(rdmaq_writer_wait_ready(w, SEC) == 0);
+		CHECK(rdmaq_reader_wait_ready(r, SEC) == 0);
+		unpair(w, r);
+	}
+	CHECK(my_fds() == before);
+}
+
 static void test_a_message_of_exactly_max_message_and_one_more(void)
 {
 	struct rdmaq_writer *w;
@@ -422,6 +461,7 @@ int main(void)
 	test_the_counters();
 	test_each_limit_at_its_boundary();
 	test_a_file_system_without_fallocate_sizes_the_segment();
+	test_endpoints_leave_no_file_descriptor_open();
 	test_a_message_of_exactly_max_message_and_one_more();
 	test_only_an_interrupted_put_resumes();
 	test_a_put_of_no_iovecs_sends_an_empty_message();

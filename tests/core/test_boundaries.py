@@ -367,6 +367,14 @@ def test_a_live_pid_with_another_start_time_is_a_reused_pid(forge):
     assert lib.rdmaq_shm_segment_stale(forge(pid=0).info.name.encode()) == 0  # still being created
 
 
+def test_the_lowest_writer_pid_is_judged_like_any_other(forge):
+    """pid 1, the lowest a writer can have (0 and below: still being created), is alive:
+    its segment is stale once pid 1's start time is not the writer's."""
+    init = _start_time(1)
+    for start, stale in ((init, 0), (init + 1, 1)):
+        assert lib.rdmaq_shm_segment_stale(forge(pid=1, start=start).info.name.encode()) == stale, start
+
+
 def _fds():
     return sorted(os.listdir("/proc/self/fd"))
 
