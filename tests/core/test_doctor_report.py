@@ -216,6 +216,23 @@ def test_the_scheduler_report_says_what_the_probe_says():
     assert doctor.scheduler()["short_slice"] is (lib.rdmaq_sched_slice_probe(100_000) == 1)
 
 
+def test_the_scheduler_report_counts_the_cpus_this_thread_may_run_on():
+    import threading
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("one CPU allowed here: a narrower affinity cannot be told apart")
+    box = {}
+
+    def on_one_cpu():
+        os.sched_setaffinity(0, {allowed[-1]})  # this thread only
+        box["cpus"] = doctor.scheduler()["cpus"]
+
+    t = threading.Thread(target=on_one_cpu)
+    t.start()
+    t.join(60)
+    assert box["cpus"] == 1
+
+
 def test_a_verbs_extension_broken_otherwise_is_not_hidden(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "rdmaq.transport.verbs", None)  # import fails, naming itself
