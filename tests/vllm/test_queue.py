@@ -912,3 +912,117 @@ def test_stats_file_written_at_shutdown(monkeypatch, tmp_path):
     roles = sorted((s["role"], s["messages"], s["final"]) for s in stats)
     assert roles == [("local reader", 5, True), ("writer", 5, True)]
     assert all(s["ring"]["messages"] == 5 for s in stats)
+
+
+def test_stats_interval_from_the_environment(monkeypatch):
+    from rdmaq.vllm import _stats
+    monkeypatch.delenv("RDMAQ_VLLM_STATS_INTERVAL", raising=False)
+    assert _stats._interval() == 1.0
+    for raw, seconds in (("0.25", 0.25), ("0", 0.0), ("-3", 0.0)):
+        monkeypatch.setenv("RDMAQ_VLLM_STATS_INTERVAL", raw)
+        assert _stats._interval() == seconds
+    monkeypatch.setenv("RDMAQ_VLLM_STATS_INTERVAL", "soon")
+    with pytest.raises(ValueError, match=r"^RDMAQ_VLLM_STATS_INTERVAL must be a number of seconds, not 'soon'$"):
+        _stats._interval()
+
+
+class _StandInQueue:
+    """What QueueStats reads of a MessageQueue: its pid, close lock, stats and endpoint."""
+
+    def __init__(self, ring_stats):
+        self._pid = os.getpid()
+        self._close_lock = threading.Lock()
+        self._writer = type("Endpoint", (), {"stats": ring_stats})()
+        self._reader = None
+        self._stats = None
+
+
+def test_stats_count_messages_and_bytes_and_write_only_what_changed(monkeypatch, tmp_path):
+    from rdmaq.vllm import _stats
+    monkeypatch.setenv("RDMAQ_VLLM_STATS_DIR", str(tmp_path / "made"))
+    mq = _StandInQueue({"messages": 2})
+    st = mq._stats = _stats.QueueStats(mq, "writer", n_reader=3)
+    assert st.dirty()  # a new endpoint's record is due, messages or not
+    st.count(10)
+    st.count(5)
+    assert (st.messages, st.bytes) == (2, 15) and st.dirty()
+    st.flush()
+    assert not st.dirty()
+    [path] = (tmp_path / "made").glob("rdmaq-stats-*.json")
+    line = json.loads(path.read_text())
+    assert (line["role"], line["messages"], line["bytes"], line["final"]) == ("writer", 2, 15, False)
+    assert (line["pid"], line["n_reader"], line["ring"]) == (os.getpid(), 3, {"messages": 2})
+    st.count(1)
+    assert st.dirty()
+    st.flush(final=True)
+    assert json.loads(path.read_text())["final"] is True
+    st.count(1)
+    st.flush()  # after the final record: nothing more
+    assert json.loads(path.read_text())["messages"] == 3
+
+
+def test_stats_are_not_written_without_the_directory_or_for_another_process(monkeypatch, tmp_path):
+    from rdmaq.vllm import _stats
+    monkeypatch.delenv("RDMAQ_VLLM_STATS_DIR", raising=False)
+    mq = _StandInQueue({})
+    st = mq._stats = _stats.QueueStats(mq, "writer")
+    st.count(1)
+    assert not st.dirty()
+    st.flush(final=True)
+    monkeypatch.setenv("RDMAQ_VLLM_STATS_DIR", str(tmp_path))
+    st = mq._stats = _stats.QueueStats(mq, "writer")
+    st.count(1)
+    mq._pid = os.getpid() + 1  # a copy inherited through fork
+    st.flush(final=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stats_a_directory_that_cannot_be_written_is_said_once(monkeypatch, tmp_path, caplog):
+    from rdmaq.vllm import _stats
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("RDMAQ_VLLM_STATS_DIR", str(blocker / "sub"))
+    mq = _StandInQueue({})
+    st = mq._stats = _stats.QueueStats(mq, "writer")
+    st.count(1)
+    with caplog.at_level(logging.WARNING, logger="vllm.rdmaq"):
+        st.flush()
+        assert not st.dirty()  # given up
+        st.count(1)
+        st.flush(final=True)
+    assert [r.getMessage().startswith(f"rdmaq: cannot write queue stats to {blocker / 'sub'}: ")
+            for r in caplog.records] == [True]
+
+
+def test_stats_of_an_endpoint_that_refuses_say_why(monkeypatch, tmp_path):
+    from rdmaq.vllm import _stats
+
+    class Refusing:
+        @property
+        def stats(self):
+            raise rdmaq.ClosedError("writer is closed")
+
+    mq = _StandInQueue({})
+    mq._writer = Refusing()
+    mq._stats = _stats.QueueStats(mq, "writer")
+    assert _stats.snapshot(mq)["ring"] == {"error": "writer is closed"}
+    mq._writer, mq._reader = None, type("Endpoint", (), {"stats": {"messages": 4}})()
+    assert _stats.snapshot(mq)["ring"] == {"messages": 4}
+
+
+def test_rdmaq_stats_count_each_message_and_its_bytes():
+    """The writer counts the bytes it pickled (stream and out-of-band buffers), the
+    reader each message as it came off the ring, framing included."""
+    objs = ["abc", np.arange(1000, dtype=np.int64), {"k": [1, 2, 3]}]
+    pickled = [rq._serializer().pickle(o) for o in objs]
+    w, r = _pair()
+    try:
+        for o in objs:
+            w.enqueue(o)
+            r.dequeue(timeout=5)
+        ws, rs = w.rdmaq_stats(), r.rdmaq_stats()
+        assert (ws["role"], ws["messages"], rs["role"], rs["messages"]) == ("writer", 3, "local reader", 3)
+        assert ws["bytes"] == sum(p.stream_bytes + sum(b.nbytes for b in p.buffers) for p in pickled)
+        assert rs["bytes"] == rs["ring"]["bytes"] == ws["ring"]["bytes"] > ws["bytes"]
+    finally:
+        _close(r, w)
