@@ -156,3 +156,29 @@ def test_a_get_raised_out_of_mid_message_resumes_it_whole(transport):
     finally:
         os.kill(writer.pid, signal.SIGCONT)
         writer.join(TIMEOUT)
+
+
+@pytest.mark.parametrize("method", ["get", "recv"])
+def test_a_message_taken_without_waiting_as_a_handler_raises_is_the_next_call_s(method):
+    """A message already there is taken with the GIL held (the fast path); a handler
+    that raises as that C call returns (emulated: the endpoint's call is wrapped) leaves
+    it to the next call, which returns it before the one after it."""
+    with rdmaq.Writer(1, transport="shm") as w, rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=TIMEOUT)
+        put, take = (w.send, r.recv) if method == "recv" else (w.put, r.get)
+        put(b"first", timeout=TIMEOUT)
+        put(b"second", timeout=TIMEOUT)
+        real = r._try_recv
+
+        def handler_raises_as_it_returns(*args):
+            r._try_recv = real
+            rc = real(*args)
+            raise Interrupted(rc)
+
+        r._try_recv = handler_raises_as_it_returns
+        with pytest.raises(Interrupted) as e:
+            take(timeout=TIMEOUT)
+        assert e.value.args == (0,) and r.stats["messages"] == 1  # C had taken it
+        assert take(timeout=TIMEOUT) == b"first"
+        assert take(timeout=TIMEOUT) == b"second"
+        assert r.stats["messages"] == 2
