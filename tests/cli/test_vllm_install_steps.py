@@ -142,3 +142,10 @@ def test_install_cpu_refuses_outside_a_venv_and_runs_the_steps_in_order_inside(m
 def test_an_installed_distribution_is_found_by_its_name():
     assert install._installed("pytest") == pytest.__version__
     assert install._installed("no-such-distribution-rdmaq") is None
+
+
+def test_pip_of_this_python_answers_with_its_exit_status_and_quiet_captures_its_output():
+    r = install._pip(["install", "--no-such-option"], quiet=True)
+    assert r.args[:3] == [install.sys.executable, "-m", "pip"]
+    assert r.returncode != 0 and "no such option: --no-such-option" in r.stderr
+    assert install._pip(["--version"]).stdout is None  # not quiet: passed through
