@@ -392,6 +392,12 @@ def test_a_refused_attach_leaves_the_process_s_descriptors_as_they_were(forge):
         os.close(null)
 
 
+def test_a_handle_naming_a_queue_of_the_longest_name_allowed_is_looked_for():
+    name = "rdmaq-" + "a" * (lib.RDMAQ_SHM_NAME_MAX - 6)  # 200 characters: none too many for its path
+    with pytest.raises(rdmaq.QueueNotFoundError, match=f"no rdmaq queue {name} here"):
+        rdmaq.Reader(rdmaq.Handle("shm", 1, ShmInfo(name, "")), 0)
+
+
 @pytest.mark.parametrize("name", ["x" * 201, "rdmaq-" + "a" * 195, "", "rdmaq-a/b"])
 def test_the_stale_check_refuses_a_name_no_queue_can_have(name):
     assert lib.rdmaq_shm_segment_stale(name.encode()) == -errno.EINVAL
