@@ -181,4 +181,8 @@ def test_a_message_taken_without_waiting_as_a_handler_raises_is_the_next_call_s(
         assert e.value.args == (0,) and r.stats["messages"] == 1  # C had taken it
         assert take(timeout=TIMEOUT) == b"first"
         assert take(timeout=TIMEOUT) == b"second"
-        assert r.stats["messages"] == 2
+        with pytest.raises(TimeoutError):  # a call that raised with nothing taken: nothing kept
+            take(timeout=0)
+        put(b"third", timeout=TIMEOUT)
+        assert take(timeout=TIMEOUT) == b"third"
+        assert r.stats["messages"] == 3
