@@ -299,6 +299,26 @@ def test_the_rxe_module_file_is_the_one_modinfo_names(tmp_path, monkeypatch):
     assert doctor.rxe_status()["module_file"] == "/made/up/rdma_rxe.ko.xz"
 
 
+def test_without_an_answer_from_modinfo_the_module_is_found_under_lib_modules(tmp_path, monkeypatch):
+    # a modinfo that knows no rdma_rxe, and a made-up kernel's module tree
+    modinfo = tmp_path / "modinfo"
+    modinfo.write_text("#!/bin/sh\necho 'modinfo: ERROR: Module rdma_rxe not found.' >&2\nexit 1\n")
+    modinfo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(doctor.platform, "release", lambda: "9.9.9-made-up")
+    moddir = "/lib/modules/9.9.9-made-up"
+    real_isdir = os.path.isdir
+    monkeypatch.setattr(doctor.os.path, "isdir", lambda p: p == moddir or real_isdir(p))
+    tree = [(moddir, ["kernel"], ["modules.dep"]),
+            (f"{moddir}/kernel/net", [], ["rdma_rxe_helper.txt", "veth.ko"]),
+            (f"{moddir}/kernel/rxe", [], ["notes", "rdma_rxe.ko.zst"]),
+            (f"{moddir}/extra", [], ["rdma_rxe.ko"])]
+    monkeypatch.setattr(doctor.os, "walk", lambda top: iter(tree) if top == moddir else iter(()))
+    st = doctor.rxe_status()
+    assert st["kernel"] == "9.9.9-made-up"
+    assert st["module_file"] == f"{moddir}/kernel/rxe/rdma_rxe.ko.zst"  # the first found
+
+
 def test_runnable_tasks_are_the_fourth_field_of_loadavg(monkeypatch):
     # /proc/loadavg: three load averages, runnable/total tasks, the last pid
     real_open = open
