@@ -319,6 +319,40 @@ def test_without_an_answer_from_modinfo_the_module_is_found_under_lib_modules(tm
     assert st["module_file"] == f"{moddir}/kernel/rxe/rdma_rxe.ko.zst"  # the first found
 
 
+@pytest.fixture
+def debian_dist(tmp_path, monkeypatch):
+    """A made-up Debian dist-packages folder as doctor's fallback, no pyverbs importable
+    before it (sys.path and sys.modules restored after)."""
+    import sys
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != doctor.DEBIAN_DIST])
+    for name in [m for m in sys.modules if m == "pyverbs" or m.startswith("pyverbs.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(doctor, "DEBIAN_DIST", str(tmp_path))
+
+    def with_pyverbs(device_source):
+        (tmp_path / "pyverbs").mkdir()
+        (tmp_path / "pyverbs" / "__init__.py").write_text("")
+        (tmp_path / "pyverbs" / "device.py").write_text(device_source)
+
+    return tmp_path, with_pyverbs
+
+
+def test_pyverbs_from_debians_dist_packages_when_pip_has_none(debian_dist):
+    import sys
+    folder, with_pyverbs = debian_dist
+    assert doctor.import_pyverbs() == (None, "pyverbs is not installed (apt-get install python3-pyverbs)")
+    with_pyverbs("MADE_UP = True\n")
+    dev, why = doctor.import_pyverbs()
+    assert why is None and dev.MADE_UP and sys.path[-1] == str(folder)  # last: shadows nothing
+
+
+def test_pyverbs_in_debians_dist_packages_that_does_not_import_says_why(debian_dist):
+    folder, with_pyverbs = debian_dist
+    with_pyverbs("raise ImportError('libibverbs.so.1: cannot open shared object file')\n")
+    assert doctor.import_pyverbs() == (
+        None, f"pyverbs in {folder} does not import: libibverbs.so.1: cannot open shared object file")
+
+
 def test_runnable_tasks_are_the_fourth_field_of_loadavg(monkeypatch):
     # /proc/loadavg: three load averages, runnable/total tasks, the last pid
     real_open = open
