@@ -69,3 +69,20 @@ def test_demo_into_a_closed_pipe_stops_quietly(tmp_path):
     assert (status, cmd.p.stderr.read()) == (141, "")
     assert cmd.left_behind() == NOTHING_LEFT
 
+
+
+def test_a_command_run_in_process_gives_sigterm_back_after_it():
+    """rdmaq.cli.main() called from a program (not the `rdmaq` script): SIGTERM ends the
+    command as Ctrl-C does while it runs, and the program's own handler is back after."""
+    from rdmaq import cli
+
+    def own(signum, frame):
+        pass
+
+    old = signal.signal(signal.SIGTERM, own)
+    try:
+        with cli._command_signals():
+            assert signal.getsignal(signal.SIGTERM) is cli._raise_terminated
+        assert signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, old)
