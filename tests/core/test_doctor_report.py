@@ -317,6 +317,8 @@ def test_without_an_answer_from_modinfo_the_module_is_found_under_lib_modules(tm
     st = doctor.rxe_status()
     assert st["kernel"] == "9.9.9-made-up"
     assert st["module_file"] == f"{moddir}/kernel/rxe/rdma_rxe.ko.zst"  # the first found
+    modinfo.write_text("#!/bin/sh\necho /made/up/rdma_rxe.ko.xz\n")  # modinfo's answer wins over the walk
+    assert doctor.rxe_status()["module_file"] == "/made/up/rdma_rxe.ko.xz"
 
 
 @pytest.fixture
