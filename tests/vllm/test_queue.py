@@ -1026,3 +1026,21 @@ def test_rdmaq_stats_count_each_message_and_its_bytes():
         assert rs["bytes"] == rs["ring"]["bytes"] == ws["ring"]["bytes"] > ws["bytes"]
     finally:
         _close(r, w)
+
+
+def test_rdmaq_stats_describe_the_queue_and_the_endpoint_as_vllm_s_attributes_do():
+    w, r = _pair()
+    try:
+        slot_bytes, slots = ring_geometry(1 << 20, 4)
+        ws, rs = w.rdmaq_stats(), r.rdmaq_stats()
+        assert {k: ws[k] for k in ("n_reader", "n_local_reader", "transport", "remote", "slot_bytes", "slots")} == {
+            "n_reader": 1, "n_local_reader": 1, "transport": "shm", "remote": None,
+            "slot_bytes": slot_bytes, "slots": slots}
+        assert (rs["transport"], rs["rank"], rs["pid"]) == ("shm", 0, os.getpid())
+        assert (w._is_writer, w.n_local_reader, w.n_remote_reader, w.local_reader_rank, w.current_idx) == (
+            True, 1, 0, -1, -1)
+        assert (r._is_writer, r._is_local_reader, r._is_remote_reader, r.local_reader_rank, r.current_idx) == (
+            False, True, False, 0, 0)
+        assert (r.n_local_reader, r.n_remote_reader, r.buffer, r.shutting_down) == (1, 0, None, False)
+    finally:
+        _close(r, w)
