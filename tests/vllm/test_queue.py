@@ -1008,6 +1008,8 @@ def test_stats_of_an_endpoint_that_refuses_say_why(monkeypatch, tmp_path):
     assert _stats.snapshot(mq)["ring"] == {"error": "writer is closed"}
     mq._writer, mq._reader = None, type("Endpoint", (), {"stats": {"messages": 4}})()
     assert _stats.snapshot(mq)["ring"] == {"messages": 4}
+    mq._reader = None  # a remote (zmq) reader: no ring
+    assert _stats.snapshot(mq)["ring"] is None
 
 
 def test_rdmaq_stats_count_each_message_and_its_bytes():
