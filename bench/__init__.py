@@ -1,8 +1,8 @@
-"""rdmaq.bench: dequeue-latency benchmark of rdmaq against vLLM's MessageQueue.
+"""rdmaq.bench: the benchmarks of rdmaq against vLLM's MessageQueue, one package each.
 
-``rdmaq bench`` (``rdmaq.bench.cli:main``) runs one writer process and N reader
-processes per queue, with the same harness and process layout for every queue,
-and reports one-way latency, throughput and CPU time. See docs/benchmarks.md.
+``rdmaq bench`` (``rdmaq.bench.cli:main``) dispatches: the microbenchmark (micro), the serving
+benchmark (serve), a TP step's barrier (step); what they share is in common.  Runs on the GPU
+machine: bench/device/ (scripts, not part of the package).  See docs/benchmarks.md.
 """
 
 __all__ = ["__version__"]

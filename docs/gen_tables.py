@@ -6,7 +6,7 @@
 Each table below names, row by row, the result file and what is read from it; a table sits
 between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in its document.  Ratios are
 rdmaq ÷ vLLM's queue from the same run, computed as the benchmark's own reports compute
-them (bench/serve_report.py, bench/step_report.py, bench/device/digest.py), so a table
+them (bench/serve/report.py, bench/step/report.py, bench/device/digest.py), so a table
 cannot drift from the files it cites.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _tree_module(name: str):
     return importlib.import_module(f"{pkg}.{name}")
 
 
-serve_report = _tree_module("serve_report")
+serve_report = _tree_module("serve.report")
 
 RESULTS = REPO / "docs" / "benchmarks"
 HOTPATH = "serve-h200-hotpath"

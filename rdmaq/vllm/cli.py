@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from rdmaq.cli import ArgumentParser, fail
 
 from . import SUPPORTED_VLLM
+from .plugin import no_device_message
 
 PROG = "rdmaq vllm"
 ENTRY_POINT = "rdmaq.vllm.plugin:register"
@@ -63,17 +64,6 @@ def _device_type() -> str:
     from vllm.platforms import current_platform
 
     return str(current_platform.device_type or "")
-
-
-def no_device_message(version: str) -> str:
-    """Why vLLM cannot run here when it finds no device, from its version's build suffix."""
-    if "+cpu" in version:
-        return (f"vLLM {version} (a CPU build) found no CPU platform here (vLLM says only \"Failed to "
-                "infer device type\"); VLLM_LOGGING_LEVEL=DEBUG shows its platform detection")
-    build = "ROCm" if "+rocm" in version else "CUDA"
-    return (f"vLLM {version} is a {build} build of vLLM on a machine without a GPU (vLLM says only "
-            "\"Failed to infer device type\"): use `rdmaq vllm install-cpu`, in a new venv "
-            "with rdmaq, for vLLM's CPU build")
 
 
 def _flag_added() -> bool:

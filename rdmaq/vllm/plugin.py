@@ -17,7 +17,7 @@ workers), before any MessageQueue exists.  It
    ``v1.executor.multiproc_executor`` and ``v1.executor.ray_executor_v2``
    (now, or when they are imported later);
 3. when ``RDMAQ_BENCH_STEPTIME_DIR`` is set (``rdmaq bench serve`` sets it for its
-   servers), switches on the benchmark's step timing (``rdmaq.bench.steptime``).
+   servers), switches on the benchmark's step timing (``rdmaq.bench.serve.steptime``).
    Elsewhere nothing of the benchmark is imported: a user's ``vllm serve`` loads
    the queue and nothing else.
 
@@ -46,7 +46,7 @@ ENV = "RDMAQ_DISTRIBUTED_IPC"
 # The variable's first name, still read. vLLM warns "Unknown vLLM environment variable
 # detected" for every VLLM_* name its own table lacks, so the plugin's is RDMAQ_*.
 OLD_ENV = "VLLM_DISTRIBUTED_IPC"
-# set by `rdmaq bench serve` for its servers: where its step timing writes (bench/steptime.py)
+# set by `rdmaq bench serve` for its servers: where its step timing writes (bench/serve/steptime.py)
 BENCH_STEPTIME_ENV = "RDMAQ_BENCH_STEPTIME_DIR"
 CHOICES = ("shm", "rdmaq")
 FLAG = "--distributed-ipc"
@@ -111,7 +111,7 @@ def _register_step_timing() -> None:
     """The benchmark's MessageQueue stamps, in a server `rdmaq bench serve` started."""
     try:
         # by name: rdmaq.bench is bench/ of the source tree, mapped into the package
-        importlib.import_module("rdmaq.bench.steptime").register()
+        importlib.import_module("rdmaq.bench.serve.steptime").register()
     except Exception:
         logger.exception("rdmaq vLLM plugin: the benchmark's step timing is not installed")
 
@@ -137,6 +137,17 @@ def _register_queue() -> None:
         logger.exception("rdmaq vLLM plugin: register() failed; vLLM's queue stays")
 
 
+def no_device_message(version: str) -> str:
+    """Why vLLM cannot run here when it finds no device, from its version's build suffix."""
+    if "+cpu" in version:
+        return (f"vLLM {version} (a CPU build) found no CPU platform here (vLLM says only \"Failed to "
+                "infer device type\"); VLLM_LOGGING_LEVEL=DEBUG shows its platform detection")
+    build = "ROCm" if "+rocm" in version else "CUDA"
+    return (f"vLLM {version} is a {build} build of vLLM on a machine without a GPU (vLLM says only "
+            "\"Failed to infer device type\"): use `rdmaq vllm install-cpu`, in a new venv "
+            "with rdmaq, for vLLM's CPU build")
+
+
 def _say_if_no_device() -> None:
     """vLLM fails later with only "Failed to infer device type" where it finds no device (a
     CUDA build without a GPU): say what that means and what to install, once per process."""
@@ -147,8 +158,6 @@ def _say_if_no_device() -> None:
     from vllm.platforms import current_platform
 
     if not current_platform.device_type:
-        from .cli import no_device_message
-
         logger.warning("rdmaq vLLM plugin: %s", no_device_message(_vllm_version() or "?"))
 
 

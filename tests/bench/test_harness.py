@@ -11,8 +11,11 @@ from array import array
 import numpy as np
 import pytest
 
-from rdmaq.bench import cli, machine
-from rdmaq.bench.stats import analyze
+from rdmaq.bench import cli
+from rdmaq.bench.common import args as bench_args
+from rdmaq.bench.common import machine
+from rdmaq.bench.common.stats import analyze
+from rdmaq.bench.micro import main as micro
 
 LAT_KEYS = {"n", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us"}
 
@@ -63,9 +66,9 @@ def test_bad_arguments_are_named(argv, message, capsys):
 
 
 def test_parsers():
-    assert cli.parse_size("2K") == 2048 and cli.parse_size("1M") == 1 << 20 and cli.parse_size("64") == 64
-    assert cli.parse_pace("0") == 0 and cli.parse_pace("1ms") == 1_000_000
-    assert cli.parse_pace("500us") == 500_000
+    assert micro.parse_size("2K") == 2048 and micro.parse_size("1M") == 1 << 20 and micro.parse_size("64") == 64
+    assert bench_args.parse_pace("0") == 0 and bench_args.parse_pace("1ms") == 1_000_000
+    assert bench_args.parse_pace("500us") == 500_000
 
 
 def _numbers(obj):
@@ -80,7 +83,7 @@ def _numbers(obj):
 
 
 def _check_result(data, queue, readers, subruns=4):
-    assert data["schema"] == cli.SCHEMA
+    assert data["schema"] == micro.SCHEMA
     m = data["machine"]
     for k in ("cpu_model", "logical_cpus", "kernel", "python", "versions", "loadavg_start", "loadavg_end"):
         assert k in m, k
@@ -164,7 +167,7 @@ def test_recorded_argv_keeps_only_the_last_component_of_paths(argv, recorded):
 
 
 def test_numpy_percentiles_match_stats():
-    from rdmaq.bench.stats import summarize
+    from rdmaq.bench.common.stats import summarize
     v = np.arange(1, 1001, dtype=np.int64) * 1000
     s = summarize(v)
     assert s["p50_us"] == pytest.approx(500.5) and s["max_us"] == 1000.0 and s["n"] == 1000

@@ -9,8 +9,8 @@ from array import array
 
 import pytest
 
-from rdmaq.bench import schedtrace
-from rdmaq.bench.schedtrace import follow, parse
+from rdmaq.bench.micro import schedtrace
+from rdmaq.bench.micro.schedtrace import follow, parse
 
 W, R0, R1, HOG, OTHER = 100, 200, 201, 300, 400
 

@@ -1,4 +1,4 @@
-"""`rdmaq bench serve` under CPU confinement as a container has it (bench/serve_confine.py): the
+"""`rdmaq bench serve` under CPU confinement as a container has it (bench/serve/confine.py): the
 server's cpuset (--server-cpus), its CPU-quota cgroup (--server-quota; skipped with the reason
 where none can be made), hogs inside the server's group (hogs-ingroup), idle cells' runs, and
 the server CPU per 1 000 output tokens. The sweep runs against the stand-in `vllm`
@@ -15,8 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from rdmaq.bench import serve, serve_attack, serve_confine, serve_plan, serve_report
-from rdmaq.bench.serve_confine import Confinement
+from rdmaq.bench.serve import attack as serve_attack
+from rdmaq.bench.serve import confine as serve_confine
+from rdmaq.bench.serve import main as serve
+from rdmaq.bench.serve import plan as serve_plan
+from rdmaq.bench.serve import report as serve_report
+from rdmaq.bench.serve.confine import Confinement
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_serve_sweep import _fake_env, _sweep  # noqa: E402

@@ -1,5 +1,5 @@
 """`rdmaq bench serve` pieces that need no vLLM server: the queue-share analysis, the per-call
-stamps of bench/steptime.py, run order, attackers, tables and argument checks.
+stamps of bench/serve/steptime.py, run order, attackers, tables and argument checks.
 (tests/vllm/e2e/test_bench_serve.py runs the whole harness against real servers.)"""
 
 import json
@@ -10,8 +10,12 @@ import time
 
 import pytest
 
-from rdmaq.bench import serve, serve_attack, serve_report, serve_steps, steptime
-from rdmaq.bench.serve_server import role_of
+from rdmaq.bench.serve import attack as serve_attack
+from rdmaq.bench.serve import main as serve
+from rdmaq.bench.serve import report as serve_report
+from rdmaq.bench.serve import steps as serve_steps
+from rdmaq.bench.serve import steptime
+from rdmaq.bench.serve.server import role_of
 
 ENGINE, TP0, TP1 = "VLLM::EngineCore", "VLLM::Worker_TP0", "VLLM::Worker_TP1"
 

@@ -16,9 +16,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rdmaq.bench import serve, serve_plan, serve_report, serve_steps
-from rdmaq.bench.serve_client import DONE_LINE, BenchClient
-from rdmaq.bench.serve_server import ServerError, VllmServer
+from rdmaq.bench.serve import main as serve
+from rdmaq.bench.serve import plan as serve_plan
+from rdmaq.bench.serve import report as serve_report
+from rdmaq.bench.serve import steps as serve_steps
+from rdmaq.bench.serve.client import DONE_LINE, BenchClient
+from rdmaq.bench.serve.server import ServerError, VllmServer
 
 FAKE = Path(__file__).resolve().parent / "fakevllm"
 
@@ -54,7 +57,7 @@ def _args(*argv):
 
 
 def test_a_worker_is_named_by_its_groups_larger_than_one():
-    from rdmaq.bench.serve_server import role_of
+    from rdmaq.bench.serve.server import role_of
 
     assert role_of("VLLM::Worker", False) == "worker"  # TP=1: what the GPU run's worker is
     assert role_of("VLLM::Worker_TP1", False) == "worker_tp1"
@@ -384,11 +387,11 @@ def test_a_queue_variant_runs_its_own_server_with_its_environment(tmp_path):
 
 # ------------------------------------------------------------------ model
 def test_the_model_maker_ships_with_the_package(tmp_path):
-    """The harness makes its model with rdmaq.bench.tiny_llama (no tests/ tree needed);
-    tests/vllm/make_tiny_llama.py, which README and device.sh run, is that same program."""
+    """The harness makes its model with rdmaq.bench.serve.tiny_llama (no tests/ tree needed);
+    tests/vllm/make_tiny_llama.py, which the README runs from a checkout, is that same program."""
     root = Path(__file__).resolve().parents[2]
     helps = [subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-             for cmd in ([sys.executable, "-m", "rdmaq.bench.tiny_llama", "--help"],
+             for cmd in ([sys.executable, "-m", "rdmaq.bench.serve.tiny_llama", "--help"],
                          [sys.executable, str(root / "tests" / "vllm" / "make_tiny_llama.py"), "--help"])]
     assert [h.returncode for h in helps] == [0, 0], [h.stderr for h in helps]
     assert "--shape {llama-3.2-1b,tiny}" in helps[0].stdout and helps[0].stdout == helps[1].stdout
@@ -399,11 +402,3 @@ def test_the_harness_makes_its_model_without_a_source_tree(tmp_path):
         pytest.importorskip(dep, reason="making a model needs vLLM's dependencies")
     model = serve.make_model(tmp_path, "tiny", "cpu")
     assert json.loads((model / "config.json").read_text())["num_hidden_layers"] == 2
-
-
-def test_the_serving_harness_does_not_import_the_micro_benchmarks_cli():
-    """bench/serve.py and bench/cli.py share their output helpers through bench/output.py,
-    not through each other (cli.py runs serve.py's main for `rdmaq bench serve`)."""
-    code = "import sys, rdmaq.bench.serve; print(sorted(m for m in sys.modules if m.startswith('rdmaq.bench.')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "rdmaq.bench.output" in out and "rdmaq.bench.cli" not in out

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmaq.bench import cli, step_report
+from rdmaq.bench import cli
+from rdmaq.bench.step import report as step_report
 
 PER_RANK_KEYS = {"rank", "bcast_p50_us", "bcast_p99_us", "last_count", "last_bcast_p50_us",
                  "last_bcast_p99_us", "wait_share", "work_p50_us",
@@ -189,7 +190,7 @@ def test_cuda_without_a_gpu_says_so_in_one_line(capsys):
 
 
 def test_the_deadline_is_shared_by_every_subrun_left():
-    from rdmaq.bench.step import HOG_SETTLE_S, SUBRUN_OVERHEAD_S, Budget
+    from rdmaq.bench.step.main import HOG_SETTLE_S, SUBRUN_OVERHEAD_S, Budget
 
     b = Budget(420.0, 30.0, setup_guess_s=30.0)
     # 36 sub-runs left over 6 cells, 5 cells still to start: (420 - 5 x 30) / 36 each
@@ -224,7 +225,7 @@ class _VirtualClock:
 
 
 def test_gpu_work_is_calibrated_without_the_synchronize(monkeypatch):
-    from rdmaq.bench import step_proc
+    from rdmaq.bench.step import proc as step_proc
 
     clock = _VirtualClock()
     fake = types.ModuleType("torch")

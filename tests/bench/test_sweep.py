@@ -1,7 +1,7 @@
 """rdmaq bench sweep: points from a result, plot and JSON (made-up results, no run)."""
 import json
 
-from rdmaq.bench.sweep import main, points
+from rdmaq.bench.micro.sweep import main, points
 
 
 def _sub(size, pace_ns, p99, cpu):

@@ -2,14 +2,15 @@
 loadable copy of vLLM's spinloop module.  No timing asserted."""
 import os
 import shutil
-import subprocess
 import sys
-import sysconfig
 
 import pytest
+from fake_extension import module_needing_a_missing_lib
 
-from rdmaq.bench import cli, queues, report
-from rdmaq.bench.report import compute_ratios, format_markdown, format_tables
+from rdmaq.bench import cli
+from rdmaq.bench.common import queues
+from rdmaq.bench.micro import report
+from rdmaq.bench.micro.report import compute_ratios, format_markdown, format_tables
 
 
 def test_parse_queue_reads_variants():
@@ -108,28 +109,10 @@ def test_quick_keeps_an_idle_window_longer_than_vllms_spin(monkeypatch):
     def stop(*args, **kwargs):  # the first cell: what it was asked to measure, then stop
         seen["idle_window_s"] = args[6]
         raise KeyboardInterrupt
-    monkeypatch.setattr("rdmaq.bench.runner.run_cell", stop)
+    monkeypatch.setattr("rdmaq.bench.micro.runner.run_cell", stop)
     with pytest.raises(KeyboardInterrupt):
         cli.main(["--quick", "--queues", "rdmaq-shm"])
     assert seen["idle_window_s"] >= 2 * report.VLLM_SPIN_AFTER_LAST_S
-
-
-def _build_module_needing_a_missing_lib(d):
-    """A tiny 'spinloop' extension module linked against libgone.so, which is then removed."""
-    (d / "gone.c").write_text("int gone(void) { return 1; }\n")
-    (d / "spinloop.c").write_text(
-        "#include <Python.h>\n"
-        "static PyObject *spin(PyObject *s, PyObject *a) { Py_RETURN_NONE; }\n"
-        "static PyMethodDef m[] = {{\"spinloop\", spin, METH_NOARGS, 0}, {0}};\n"
-        "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"spinloop\", 0, -1, m};\n"
-        "PyMODINIT_FUNC PyInit_spinloop(void) { return PyModule_Create(&d); }\n")
-    cc = os.environ.get("CC", "gcc")
-    subprocess.run([cc, "-shared", "-fPIC", "-o", str(d / "libgone.so"), str(d / "gone.c")], check=True)
-    subprocess.run([cc, "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", "-o",
-                    str(d / "spinloop.abi3.so"), str(d / "spinloop.c"), f"-L{d}", "-Wl,--no-as-needed",
-                    "-lgone"], check=True)
-    (d / "libgone.so").unlink()
-    return d / "spinloop.abi3.so"
 
 
 @pytest.mark.skipif(shutil.which(os.environ.get("CC", "gcc")) is None, reason="missing dependency: gcc")
@@ -137,7 +120,7 @@ def _build_module_needing_a_missing_lib(d):
                     reason="missing dependency: patchelf (tests/bench/ci.sh installs it)")
 def test_a_module_with_unused_needed_libraries_gets_a_loadable_copy(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    so = _build_module_needing_a_missing_lib(tmp_path)
+    so = module_needing_a_missing_lib(tmp_path)
     assert "libgone.so" in queues._loads(str(so))
     path, why = queues.loadable_spinloop(str(so))
     assert why is None and path.startswith(str(tmp_path / "cache" / "rdmaq-bench"))

@@ -49,7 +49,7 @@ for f in csrc/sources.mk csrc/include/rdmaq.h csrc/ring.c csrc/format.h rdmaq/_b
 	pyproject.toml LICENSE README.md; do
 	grep -qx "rdmaq-[^/]*/$f" <<<"$sdist_files" || missing+=("sdist:$f")
 done
-for f in rdmaq/py.typed rdmaq/bench/cli.py rdmaq/bench/tiny_llama.py rdmaq/vllm/plugin.py; do
+for f in rdmaq/py.typed rdmaq/bench/cli.py rdmaq/bench/serve/tiny_llama.py rdmaq/vllm/plugin.py; do
 	grep -qx "$f" <<<"$wheel_files" || missing+=("wheel:$f")
 done
 grep -qx 'rdmaq/_rdmaq\.[^/]*\.so' <<<"$wheel_files" || missing+=("wheel:rdmaq/_rdmaq.*.so")

@@ -1,5 +1,5 @@
 """What vLLM loads from rdmaq into every process it starts: rdmaq's queue plugin, and the
-benchmark's step timing (rdmaq.bench.steptime) only where `rdmaq bench serve` asks for it with
+benchmark's step timing (rdmaq.bench.serve.steptime) only where `rdmaq bench serve` asks for it with
 RDMAQ_BENCH_STEPTIME_DIR. Each rdmaq entry point of pyproject.toml's vllm.general_plugins is
 imported and called as vllm.plugins.load_general_plugins does, in a fresh process whose vllm
 is the stand-in of tests/bench/fakevllm: no vLLM needed."""
@@ -54,4 +54,4 @@ def test_a_users_vllm_process_loads_no_benchmark_code():
 
 def test_the_benchmarks_servers_get_its_step_timing(tmp_path):
     loaded = _load_plugins(RDMAQ_BENCH_STEPTIME_DIR=str(tmp_path / "steptime"))
-    assert "rdmaq.bench.steptime" in loaded["bench"]
+    assert "rdmaq.bench.serve.steptime" in loaded["bench"]

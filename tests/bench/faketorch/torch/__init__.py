@@ -1,5 +1,5 @@
 """A stand-in for torch with a GPU, for `rdmaq bench step --device cuda` on machines without one:
-just what bench/step.py and bench/step_proc.py call. A matmul is a timed spin of MATMUL_NS
+just what bench/step/main.py and bench/step/proc.py call. A matmul is a timed spin of MATMUL_NS
 (its time on the GPU, as the benchmark sees it after the synchronize)."""
 
 import time

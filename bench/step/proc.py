@@ -20,7 +20,7 @@ import time
 from array import array
 from collections.abc import Callable
 
-from .proc import _fail, pin, stop_quietly
+from ..common.children import pin, send_failure, stop_quietly
 
 STEP = "execute_model"  # the RPC name vLLM's engine broadcasts each step
 END_SUBRUN = "end_subrun"
@@ -163,7 +163,7 @@ def engine_main(conn, adapter, tp, cpus) -> None:
         adapter.close_writer(w)
         conn.send(("bye",))
     except BaseException:
-        _fail(conn)
+        send_failure(conn)
 
 
 def engine_subrun(send, recv, sub) -> dict:
@@ -251,7 +251,7 @@ def rank_main(conn, adapter, rank, tp, cpus, device, barrier_kind, barrier_obj) 
             adapter.close_writer(resp_w)
         conn.send(("bye",))
     except BaseException:
-        _fail(conn)
+        send_failure(conn)
 
 
 def rank_subrun(recv, reply, work, barrier, epoch, warmup) -> tuple[dict, int]:

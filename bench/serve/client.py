@@ -7,12 +7,12 @@ from stdin, ``{"argv": [...]}`` with the arguments ``vllm bench serve`` would ge
 vLLM's own entry point of that command (``vllm.benchmarks.serve.main``) with them, so the
 requests, the dataset and the result file are the CLI's. After each run it prints
 ``DONE_LINE <exit status>`` (and any error on the lines before). The harness reads its output
-as it reads a ``vllm bench serve`` process's (bench/serve.py).
+as it reads a ``vllm bench serve`` process's (bench/serve/main.py).
 
 ``BenchClient`` is the harness's side: the same ``run()`` for a ``vllm bench serve`` process per
 run ("spawn") and for this process ("persistent").
 
-Usage (by bench/serve.py): python -m rdmaq.bench.serve_client
+Usage (by bench/serve/main.py): python -m rdmaq.bench.serve.client
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class BenchClient:
         if mode not in ("spawn", "persistent"):
             raise ValueError(f"client mode must be spawn or persistent, not {mode!r}")
         self.mode, self.vllm, self.env = mode, vllm, env
-        self.prefix = list(prefix or [])  # runs it on the client's CPUs (bench/serve_confine.py)
+        self.prefix = list(prefix or [])  # runs it on the client's CPUs (bench/serve/confine.py)
         self.proc: subprocess.Popen | None = None  # the persistent one
 
     def command(self, argv: list[str]) -> list[str]:
@@ -109,7 +109,7 @@ class BenchClient:
         return proc.returncode
 
     def _start(self, on_line) -> subprocess.Popen:
-        proc = subprocess.Popen([*self.prefix, sys.executable, "-m", "rdmaq.bench.serve_client"],
+        proc = subprocess.Popen([*self.prefix, sys.executable, "-m", "rdmaq.bench.serve.client"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, env=self.env,
                                 start_new_session=True)

@@ -6,10 +6,10 @@ Starts one ``vllm serve`` per queue (``vllm``: vLLM's own, ``--distributed-ipc s
 others idle while one is measured (vLLM's and rdmaq's readers stop spinning once no message
 comes: each run records every server's CPU time, the idle ones' included). They are driven in
 turn with vLLM's own client, ``vllm bench serve`` (random dataset, fixed seed, Poisson arrivals
-at a fixed rate, bounded concurrency). Each contention setting (bench/serve_attack.py) starts
-its attackers once, then alternates the queues run by run (bench/serve_plan.py). Per run it
+at a fixed rate, bounded concurrency). Each contention setting (bench/serve/attack.py) starts
+its attackers once, then alternates the queues run by run (bench/serve/plan.py). Per run it
 keeps the client's raw JSON and records the server processes' CPU time over the client's main
-run, and the queue's share of a step (bench/steptime.py, bench/serve_steps.py). Servers stop
+run, and the queue's share of a step (bench/serve/steptime.py, bench/serve/steps.py). Servers stop
 with SIGTERM, then SIGKILL after a grace period; what vLLM leaves in /dev/shm and its TMPDIR is
 removed and reported.
 
@@ -17,7 +17,7 @@ Two kinds of machine: ``--device cpu`` (a CPU build of vLLM, TP=2, a tiny model)
 cuda`` (a CUDA build, TP = the GPUs, ``--distributed-executor-backend mp`` so the EngineCore talks
 to its workers through the MessageQueue even at TP=1, a model of Llama 3.2 1B's shapes, CUDA
 graphs for decode steps). The server's CPUs can be confined as a container's are
-(``--server-cpus``, ``--server-quota``: bench/serve_confine.py); each run records the server's
+(``--server-cpus``, ``--server-quota``: bench/serve/confine.py); each run records the server's
 CPU seconds per 1 000 output tokens. A sweep can be cut into parts that each end before a deadline
 (``--deadline``, ``--keep-servers``, ``--resume``), the servers staying up in between.
 """
@@ -40,17 +40,19 @@ from typing import Any
 
 from rdmaq.cli import ArgumentParser, fail, missing_package
 
-from . import machine, serve_attack, serve_plan
-from .output import check_plot_format
-from .output import write_json as _write_json
-from .queues import parse_variant
-from .serve_client import BenchClient
-from .serve_confine import Confinement, make_cgroup, remove_cgroup, set_quota, split_cpus
-from .serve_plan import (
+from ..common import machine
+from ..common.output import check_plot_format
+from ..common.output import write_json as _write_json
+from ..common.queues import parse_variant
+from . import attack as serve_attack
+from . import plan as serve_plan
+from .client import BenchClient
+from .confine import Confinement, make_cgroup, remove_cgroup, set_quota, split_cpus
+from .plan import (
     base_queue,
     order_for,  # noqa: F401  (the run order, tested through this module)
 )
-from .serve_server import ServerError, VllmServer
+from .server import ServerError, VllmServer
 
 SCHEMA = "rdmaq-bench-serve/1"
 # The contenders, named as in the microbenchmark: vLLM's MessageQueue (its --distributed-ipc
@@ -118,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the vLLM build's device (default: cuda where torch sees a GPU)")
     p.add_argument("--model", default=None,
                    help="model directory (default: a random-weight Llama of --model-shape made in "
-                        "OUT/model by rdmaq.bench.tiny_llama)")
+                        "OUT/model by rdmaq.bench.serve.tiny_llama)")
     p.add_argument("--model-shape", choices=["tiny", "llama-3.2-1b"], default=None,
                    help="the model made when --model is not given (cpu: tiny, cuda: llama-3.2-1b)")
     p.add_argument("--vllm", default=None, help="the vllm CLI (default: beside this Python, else PATH)")
@@ -137,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hogs", type=int, default=None,
                    help="CPU hogs in the hogs settings (default: one per allowed CPU, or per "
                         "server CPU with --server-cpus)")
-    c = p.add_argument_group("CPU confinement, as in a container (bench/serve_confine.py)")
+    c = p.add_argument_group("CPU confinement, as in a container (bench/serve/confine.py)")
     c.add_argument("--server-cpus", type=int, default=None, metavar="N",
                    help="the servers and the attackers on the first N allowed CPUs (a cpuset), the "
                         "client on the others where some remain; adds the hogs-ingroup setting")
@@ -256,12 +258,12 @@ def find_vllm(explicit: str | None) -> str:
 
 
 def make_model(out: Path, shape: str = "tiny", device: str = "cpu") -> Path:
-    """A random-weight Llama of rdmaq.bench.tiny_llama (in a process of its own: torch's import
+    """A random-weight Llama of rdmaq.bench.serve.tiny_llama (in a process of its own: torch's import
     stays out of the harness)."""
     model = out / "model"
     if (model / "config.json").exists():
         return model
-    r = subprocess.run([sys.executable, "-m", "rdmaq.bench.tiny_llama", str(model), "--shape", shape,
+    r = subprocess.run([sys.executable, "-m", "rdmaq.bench.serve.tiny_llama", str(model), "--shape", shape,
                         "--device", device], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"rdmaq bench serve: making the model failed:\n{r.stderr[-3000:]}")
@@ -368,7 +370,7 @@ class StepTimer:
             self.drop_generation()
 
     def collect(self, t_start: int, t_end: int, timeout: float = 60) -> dict:
-        from .serve_steps import analyze, ring_deltas, thread_deltas
+        from .steps import analyze, ring_deltas, thread_deltas
 
         files = self._flush(timeout)
         if isinstance(files, dict):
@@ -386,7 +388,7 @@ class StepTimer:
 
     def _flush(self, timeout: float) -> list[dict] | dict:
         """A new generation from every live server process: its files, or {"error": ...}."""
-        from .serve_steps import load_generation, registered_pids
+        from .steps import load_generation, registered_pids
 
         self.gen += 1
         req = self.dir / "request"
@@ -910,7 +912,7 @@ def _run_line(rec: dict, elapsed: float) -> str:
     if rec.get("error"):
         return f"{head}: ERROR {rec['error']}"
     m = rec["metrics"]
-    from .serve_report import run_value
+    from .report import run_value
 
     share = run_value(rec, "queue_share")
     return (f"{head}: TPOT p50 {m['tpot_p50_ms']:.2f} p99 {m['tpot_p99_ms']:.2f} ms, "
@@ -975,7 +977,7 @@ def main(argv=None) -> int:
         if importlib.util.find_spec("matplotlib") is None:
             return fail(PROG, missing_package("matplotlib", "bench"))
         check_plot_format(parser, "--plot", args.plot)
-    from .serve_report import current_name, format_markdown, plot, with_current_names
+    from .report import current_name, format_markdown, plot, with_current_names
 
     if args.report:
         with open(args.report) as f:

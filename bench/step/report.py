@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .stats import _arr, summarize
+from ..common.stats import _arr, summarize
 
 BASELINES = ("vllm", "vllm-spinloop")
 

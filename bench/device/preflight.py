@@ -12,7 +12,7 @@ On the GPU machine it also checks what the run relies on: CUDA is vLLM's platfor
 3 and the spin-loop extension load, and the rdmaq plugins are visible as vLLM plugins.
 
 ``--fake-cuda`` (a machine without a GPU, with torch's CUDA build and a stand-in libcuda.so.1 on
-LD_LIBRARY_PATH: bench/gpu/check_payload.sh) makes vLLM take its CUDA platform, reporting an
+LD_LIBRARY_PATH: bench/device/check_payload.sh) makes vLLM take its CUDA platform, reporting an
 H200's compute capability, so the same imports and configuration run without a GPU.
 
 Exit status: 0 when everything needed is there, 1 otherwise. ``--json FILE`` writes the findings.
@@ -64,7 +64,7 @@ MODULES = [
     "vllm.plugins",
     "rdmaq.vllm.plugin",
     "rdmaq.vllm.queue",
-    "rdmaq.bench.steptime",
+    "rdmaq.bench.serve.steptime",
 ]
 # one entry point: it also switches the benchmark's step timing on (rdmaq/vllm/plugin.py)
 PLUGINS = {"rdmaq": "rdmaq.vllm.plugin:register"}
@@ -261,7 +261,7 @@ def client_args_check(model: str) -> dict[str, Any]:
     """The harness's `vllm bench serve` arguments, parsed by this vLLM's own client parser
     (as its persistent client does)."""
     from rdmaq.bench import serve, serve_client
-    from rdmaq.bench.serve_server import VllmServer  # type: ignore[import-not-found]
+    from rdmaq.bench.serve.server import VllmServer  # type: ignore[import-not-found]
 
     args = serve.resolve(serve.build_parser().parse_args(["--device", "cuda", "--model", model]))
     cfg = serve.config_of(args, "vllm", Path(model).resolve(), ["rdmaq"], ["idle"])
@@ -303,7 +303,7 @@ def plugin_check() -> dict[str, str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench/gpu/preflight.py", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="bench/device/preflight.py", description=__doc__.split("\n")[0])
     p.add_argument("--fake-cuda", action="store_true",
                    help="take vLLM's CUDA platform without a GPU (import and configuration checks only)")
     p.add_argument("--serve-args", default=None,

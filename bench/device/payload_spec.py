@@ -1,4 +1,5 @@
-"""What the GPU machine needs beyond its own packages to run ``rdmaq bench serve`` on vLLM 0.26.
+"""What the GPU machine needs beyond its own packages to run rdmaq's benchmarks on vLLM 0.26:
+``rdmaq bench serve``, ``rdmaq bench step`` and the microbenchmark (bench/device/device.sh).
 
 The machine has Python 3.12, torch 2.11.0+cu130 (with the nvidia-* CUDA 13 libraries), triton
 3.6, transformers 5.17, tokenizers, numpy, psutil, aiohttp, httpx, uvloop, cloudpickle,
@@ -8,7 +9,7 @@ CUDA 13 (libcudart.so.13) and it ships the C spin-loop extension (vllm/spinloop.
 
 Carried: vLLM's Python code, the compiled modules a dense Llama uses on a Hopper GPU, and the
 packages missing there that vLLM imports on the path of ``vllm serve`` and ``vllm bench serve``
-(bench/gpu/preflight.py imports that path and lists what is imported only inside functions).
+(bench/device/preflight.py imports that path and lists what is imported only inside functions).
 Left out: what only other features import (``LEFT_OUT`` says which and why), and vLLM's large
 kernels for other GPUs or other model kinds (``VLLM_DROP``).
 """
@@ -55,7 +56,7 @@ WHEELS: list[tuple[str, str]] = [
 ]
 
 # Requirements of vLLM 0.26.0 (unconditional ones) that are neither on the machine nor carried,
-# and why the run never imports them: bench/gpu/preflight.py lists each as imported only inside
+# and why the run never imports them: bench/device/preflight.py lists each as imported only inside
 # functions of features named here (or, for the vLLM modules that import them, not at all).
 LEFT_OUT: dict[str, str] = {
     "flashinfer-python": (
@@ -107,6 +108,10 @@ PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
              "manylinux_2_34_x86_64", "manylinux_2_35_x86_64"]
 # The machine's Python; the build can target another (3.11 here) for a local rehearsal.
 PYTHON = "3.12"
+# The site-relative folder of the copies the microbenchmark loads instead of vLLM's own (its
+# spinloop module without the torch libraries it never calls: bench/common/queues.py); env.sh
+# names it in RDMAQ_BENCH_CACHE.
+BENCH_CACHE = "rdmaq-bench-cache"
 # Where the machine's unpacked payload lives (outside the repository copy: it survives between
 # calls while the machine is held).
 DEST = "/tmp/rdmaq-gpu"

@@ -13,58 +13,14 @@ from __future__ import annotations
 
 import os
 import time
-from multiprocessing.connection import wait as mp_wait
 
 from rdmaq.cli import quiet_spawn_context
 
+from ..common import attackers as attacker_procs
+from ..common.children import CellError, Peer, expect
+from ..common.queues import make_adapter
+from ..common.stats import analyze
 from . import proc
-from .queues import make_adapter
-from .stats import analyze
-
-
-class CellError(RuntimeError):
-    pass
-
-
-class _Peer:
-    def __init__(self, name, process, conn):
-        self.name, self.process, self.conn = name, process, conn
-        self.pid = None
-
-
-def _expect(peers, tag, timeout):
-    """Wait for message `tag` from every peer; raise CellError on error, death or timeout."""
-    deadline = time.monotonic() + timeout
-    got = {}
-    pending = {p.conn: p for p in peers}
-    sentinels = {p.process.sentinel: p for p in peers}
-    while pending:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            names = ", ".join(p.name for p in pending.values())
-            raise CellError(f"timed out after {timeout:.0f} s waiting for {tag!r} from {names}")
-        ready = mp_wait(list(pending) + [s for s, p in sentinels.items() if p.conn in pending],
-                        timeout=left)
-        for obj in ready:
-            if obj in pending:
-                p = pending[obj]
-                try:
-                    msg = p.conn.recv()
-                except EOFError:
-                    raise CellError(f"{p.name} closed its pipe (exit code {p.process.exitcode})") from None
-                if msg[0] == "error":
-                    raise CellError(f"{p.name} failed:\n{msg[1]}")
-                if msg[0] != tag:
-                    raise CellError(f"{p.name}: expected {tag!r}, got {msg[0]!r}")
-                got[p.name] = msg
-                del pending[obj]
-            elif obj in sentinels:
-                p = sentinels[obj]
-                if p.conn in pending and not p.conn.poll():
-                    p.process.join(0.1)
-                    raise CellError(f"{p.name} (pid {p.process.pid}) died, exit code "
-                                    f"{p.process.exitcode}, while the parent waited for {tag!r}")
-    return [got[p.name] for p in peers]
 
 
 def _schedstat_s(pid):
@@ -127,33 +83,34 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
     try:
         t_start = time.monotonic()
         for _ in range(attackers):
-            h = ctx.Process(target=proc.hog_main, args=(cpus, attacker_policy), daemon=True)
+            h = ctx.Process(target=attacker_procs.hog_main, args=(cpus, attacker_policy), daemon=True)
             h.start()
             hogs.append(h)
         if tokenizer:
             a, b = ctx.Pipe()
-            tok = _Peer("tokenizer attacker", ctx.Process(target=proc.tokenizer_main, args=(b, cpus, attacker_policy),
-                                                          daemon=True), a)
+            tokenizer_proc = ctx.Process(target=attacker_procs.tokenizer_main, args=(b, cpus, attacker_policy),
+                                         daemon=True)
+            tok = Peer("tokenizer attacker", tokenizer_proc, a)
             tok.process.start()
-            _expect([tok], "ready", 300)
+            expect([tok], "ready", 300)
 
         a, b = ctx.Pipe()
-        writer = _Peer("writer", ctx.Process(target=proc.writer_main,
+        writer = Peer("writer", ctx.Process(target=proc.writer_main,
                                              args=(b, adapter, n_readers, cpus), daemon=True), a)
         readers = []
         for i in range(n_readers):
             a, b = ctx.Pipe()
-            readers.append(_Peer(f"reader {i}", ctx.Process(target=proc.reader_main,
+            readers.append(Peer(f"reader {i}", ctx.Process(target=proc.reader_main,
                                                             args=(b, adapter, i, cpus), daemon=True), a))
         peers = [writer] + readers
         for p in peers:
             p.process.start()
-        for p, msg in zip(peers, _expect(peers, "imported", 600)):
+        for p, msg in zip(peers, expect(peers, "imported", 600)):
             p.pid = msg[1]
-        (_, handle), = _expect([writer], "handle", 120)
+        (_, handle), = expect([writer], "handle", 120)
         for r in readers:
             r.conn.send(("handle", handle))
-        _expect(peers, "ready", 300)
+        expect(peers, "ready", 300)
         cell["setup_s"] = time.monotonic() - t_start
 
         att_pids = [h.pid for h in hogs] + ([tok.process.pid] if tok else [])
@@ -167,8 +124,8 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
             for r in readers:
                 r.conn.send(("run", sub))
             writer.conn.send(("run", sub))
-            (_, wres), = _expect([writer], "done", sub["time_cap_s"] + 300)
-            rres = [m[1] for m in _expect(readers, "done", 300)]
+            (_, wres), = expect([writer], "done", sub["time_cap_s"] + 300)
+            rres = [m[1] for m in expect(readers, "done", 300)]
             figures, lat_max = analyze(wres, rres)
             figures = {"size": sub["size"], "pace_ns": sub["pace_ns"], "warmup": sub["warmup"],
                        **figures}
@@ -189,7 +146,7 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
         # Idle window: every reader is in the queue's blocking receive, nothing is sent.
         for r in readers:
             r.conn.send(("finish",))
-        _expect(readers, "waiting", 60)
+        expect(readers, "waiting", 60)
         pids = [p.pid for p in peers]
         time.sleep(0.05)
         half = idle_window_s / 2
@@ -212,10 +169,10 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
         }
 
         writer.conn.send(("finish",))
-        _expect([writer], "finished", 60)
-        _expect(readers, "bye", 60)
+        expect([writer], "finished", 60)
+        expect(readers, "bye", 60)
         writer.conn.send(("exit",))
-        _expect([writer], "bye", 60)
+        expect([writer], "bye", 60)
         for p in peers:
             p.process.join(30)
         cell["wall_s"] = time.monotonic() - t_start

@@ -24,10 +24,11 @@ import time
 
 from rdmaq.cli import ArgumentParser, fail, missing_package, quiet_spawn_context
 
-from . import machine, proc, step_proc
-from .cli import parse_int_list
-from .queues import ADAPTERS, BASELINES, make_adapter, parse_queue, split_usable
-from .runner import CellError, _expect, _Peer
+from ..common import attackers, machine
+from ..common.args import parse_int_list
+from ..common.children import CellError, Peer, expect
+from ..common.queues import ADAPTERS, BASELINES, make_adapter, parse_queue, split_usable
+from . import proc as step_proc
 
 PROG = "rdmaq bench step"
 SCHEMA = "rdmaq-bench-step/1"
@@ -176,7 +177,7 @@ def _start_hogs(ctx, setting, n, cpus) -> list:
     hogs = []
     if run:
         for _ in range(n):
-            h = ctx.Process(target=proc.hog_main, args=(cpus, policy), daemon=True)
+            h = ctx.Process(target=attackers.hog_main, args=(cpus, policy), daemon=True)
             h.start()
             hogs.append(h)
         time.sleep(HOG_SETTLE_S)
@@ -215,7 +216,7 @@ def _other_errors(peers, wait_s=1.0) -> list[str]:
 def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, progress):
     """One queue at one TP: start engine and ranks, run ``order`` [(setting, run)], stop.
     Returns (cell dict for the JSON, [(setting, run, raw records)] for pooling)."""
-    from .step_report import subrun_figures
+    from .report import subrun_figures
 
     ctx = quiet_spawn_context()
     adapter = make_adapter(queue)
@@ -227,28 +228,28 @@ def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, pro
     try:
         barrier = ctx.RawArray("q", tp) if args.barrier == "spin" else ctx.Barrier(tp)
         a, b = ctx.Pipe()
-        engine = _Peer("engine", ctx.Process(target=step_proc.engine_main, args=(b, adapter, tp, cpus),
+        engine = Peer("engine", ctx.Process(target=step_proc.engine_main, args=(b, adapter, tp, cpus),
                                              daemon=True), a)
         ranks = []
         for rank in range(tp):
             a, b = ctx.Pipe()
-            ranks.append(_Peer(f"rank {rank}", ctx.Process(
+            ranks.append(Peer(f"rank {rank}", ctx.Process(
                 target=step_proc.rank_main, args=(b, adapter, rank, tp, cpus, args.device, args.barrier, barrier),
                 daemon=True), a))
         peers = [engine] + ranks
         for p in peers:
             p.process.start()
-        got = _expect(peers, "imported", 600)
+        got = expect(peers, "imported", 600)
         step_handle, resp_handle = got[0][2], got[1][2]
         cell["engine_cpus"] = got[0][3]  # where --server-cpus put it
         for r in ranks:
             r.conn.send(("handles", step_handle))
         engine.conn.send(("handles", resp_handle))
-        _expect(peers, "ready", 300)
+        expect(peers, "ready", 300)
         work = {"work_us": args.work_us, "matmuls": None}
         if args.device == "cuda":
             ranks[0].conn.send(("calibrate", int(args.work_us * 1000)))
-            (_, cal), = _expect([ranks[0]], "calibrated", 300)
+            (_, cal), = expect([ranks[0]], "calibrated", 300)
             cell["calibration"] = cal
             work["matmuls"] = cal["matmuls"]
         cell["setup_s"] = time.monotonic() - t_start
@@ -264,7 +265,7 @@ def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, pro
                 r.conn.send(("run", sub))
             engine.conn.send(("run", sub))
             # all at once: a rank that dies leaves the engine waiting for its reply forever
-            done = [m[1] for m in _expect(peers, "done", cap + 300)]
+            done = [m[1] for m in expect(peers, "done", cap + 300)]
             eres, rres = done[0], done[1:]
             _stop(hogs)
             hogs = []
@@ -276,7 +277,7 @@ def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, pro
         for r in ranks:
             r.conn.send(("exit",))
         engine.conn.send(("exit",))
-        _expect(peers, "bye", 60)
+        expect(peers, "bye", 60)
         for p in peers:
             p.process.join(30)
         budget.setups.append(cell["setup_s"] + time.monotonic() - t_stop)
@@ -322,7 +323,7 @@ def _write_json(path, result) -> None:
 
 def groups_of(plan, settings, all_raws) -> list[dict]:
     """Per TP, setting and queue: the figures over all its runs' steps."""
-    from .step_report import figures, pool
+    from .report import figures, pool
 
     out = []
     for (tp, q), raws in zip(plan, all_raws):
@@ -351,7 +352,7 @@ def main(argv=None) -> int:
             parse_queue(q)[0] in BASELINES for q in usable):
         print(f"{PROG}: WARNING: none of the vLLM queues asked for can run here: no comparison",
               file=sys.stderr)
-    from .step_report import compute_ratios, format_markdown, format_tables
+    from .report import compute_ratios, format_markdown, format_tables
 
     n_cpus = len(cpus) if cpus else len(os.sched_getaffinity(0))
     n_hogs = args.hogs if args.hogs is not None else n_cpus

@@ -9,7 +9,7 @@
 # preflight.py --fake-cuda: vLLM's CUDA platform answering as an H200, with a stand-in
 # libcuda.so.1 (empty cu* functions) so that vLLM's compiled modules load against torch.
 #
-#   bash bench/gpu/check_payload.sh [--reuse]    # --reuse: keep an earlier payload build
+#   bash bench/device/check_payload.sh [--reuse]    # --reuse: keep an earlier payload build
 #
 # Caches under ${RDMAQ_GPU_CHECK:-~/.cache/rdmaq-gpu-check} (the venv ~7 GB, the wheels).
 # Exit status: preflight's (0: everything the serving path imports is there).
@@ -44,14 +44,14 @@ PYVER=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])
 PAYLOAD=$CACHE/payload-$PYVER
 if [ $REUSE = 0 ] || [ ! -f "$PAYLOAD/site/manifest.json" ]; then
   say "payload for Python $PYVER (fast compression)"
-  python3 "$REPO/bench/gpu/build_payload.py" --python "$PYVER" --fast --out "$PAYLOAD" \
+  python3 "$REPO/bench/device/build_payload.py" --python "$PYVER" --fast --out "$PAYLOAD" \
     --work "$CACHE/work-$PYVER"
 fi
 
 DEST=$(mktemp -d /tmp/rdmaq-gpu-check.XXXXXX)
 trap 'rm -rf "$DEST"' EXIT
-"$VENV/bin/python" "$REPO/bench/gpu/unpack.py" "$PAYLOAD/kernels" --dest "$DEST"
-"$VENV/bin/python" "$REPO/bench/gpu/unpack.py" "$PAYLOAD/site" --dest "$DEST" --require-complete
+"$VENV/bin/python" "$REPO/bench/device/unpack.py" "$PAYLOAD/kernels" --dest "$DEST"
+"$VENV/bin/python" "$REPO/bench/device/unpack.py" "$PAYLOAD/site" --dest "$DEST" --require-complete
 # shellcheck source=/dev/null
 . "$DEST/env.sh"
 
@@ -66,9 +66,9 @@ gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$DEST/stub/libcuda.so.1" "$DEST/s
 say "rdmaq into the payload's site (as device.sh setup does)"
 "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation --no-index --upgrade \
   --target "$DEST/site" "$REPO" >"$DEST/pip-rdmaq.log" 2>&1 || { tail -30 "$DEST/pip-rdmaq.log"; exit 1; }
-"$VENV/bin/python" "$REPO/tests/vllm/make_tiny_llama.py" "$DEST/models/tiny" >/dev/null
+(cd "$DEST" && "$VENV/bin/python" -m rdmaq.bench.serve.tiny_llama "$DEST/models/tiny" >/dev/null)  # the payload's rdmaq
 
 say "preflight, vLLM's CUDA platform faked"
 cd "$DEST"
-LD_LIBRARY_PATH="$DEST/stub" "$VENV/bin/python" "$REPO/bench/gpu/preflight.py" --fake-cuda \
+LD_LIBRARY_PATH="$DEST/stub" "$VENV/bin/python" "$REPO/bench/device/preflight.py" --fake-cuda \
   --bench-model "$DEST/models/tiny" --json "$CACHE/preflight-$PYVER.json"

@@ -9,7 +9,7 @@ share the harness's session, so all of them together weigh as one task against t
 runs in a session of its own); ``hogs-sessions`` gives each hog a session of its own, as separate
 services' processes have. ``sched_groups`` records the groups a run had.
 
-Under CPU confinement (bench/serve_confine.py) every attacker runs on the server's CPUs;
+Under CPU confinement (bench/serve/confine.py) every attacker runs on the server's CPUs;
 ``hogs-ingroup`` also puts its hogs, as many as the server's CPUs, in the server's own cgroup
 (its CPU quota, where the sweep made one): the contention inside a container (a tokenizer's
 threads, data loaders) rather than beside it.
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .serve_confine import join
+from .confine import join
 
 try:
     import psutil
@@ -43,7 +43,7 @@ SETTINGS = {
     "tok-nopar": {"hogs": False, "tokenizer": True, "sched_idle": False, "tok_parallel": False},
     "tok-schedidle": {"hogs": False, "tokenizer": True, "sched_idle": True, "tok_parallel": True},
 }
-# hogs-ingroup differs from hogs only under confinement: a default only then (bench/serve.py)
+# hogs-ingroup differs from hogs only under confinement: a default only then (bench/serve/main.py)
 DEFAULT_SETTINGS = [s for s in SETTINGS if not SETTINGS[s].get("in_group")]
 
 
@@ -97,7 +97,7 @@ def tokenizer_main(conn, sched_idle: bool, parallel: bool, cpus=None, cgroup=Non
     os.environ["TOKENIZERS_PARALLELISM"] = "true" if parallel else "false"
     if sched_idle:
         _sched_idle()  # threads started later (Rayon's) inherit the policy
-    from .tokattack import make_corpus, train_tokenizer
+    from ..common.attackers import make_corpus, train_tokenizer
 
     corpus = make_corpus(4000)
     tok = train_tokenizer(corpus)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import statistics
 
-from .serve_confine import Confinement
-from .serve_plan import base_queue
+from .confine import Confinement
+from .plan import base_queue
 
 # (key in a run's metrics or the run record, column title, format)
 COLUMNS = [
@@ -83,7 +83,7 @@ READERS = ("broadcast reader", "response reader")
 
 def reader_cpu_per_tokens(run: dict) -> float | None:
     """CPU ms of the threads that read the queue (the workers' broadcast readers, the
-    EngineCore's response reader: bench/serve_steps.py's per-thread data) per 1 000 output
+    EngineCore's response reader: bench/serve/steps.py's per-thread data) per 1 000 output
     tokens; None without step timing."""
     threads = (run.get("queue_timing") or {}).get("threads")
     tokens = run.get("output_tokens")
@@ -93,7 +93,7 @@ def reader_cpu_per_tokens(run: dict) -> float | None:
     return 1000 * sum(t.get("cpu_ms", 0.0) for t in rows) / tokens
 
 
-# Who waited where (bench/serve_steps.py): the thread that used an endpoint, by its use
+# Who waited where (bench/serve/steps.py): the thread that used an endpoint, by its use
 THREAD_OF = {"worker": "broadcast reader", "ec": "response reader", "out": "response writer"}
 WAIT_KEYS = (["bc_waited_share", "resp_waited_share"]
              + [f"{t}_{f}_us_per_step" for t in THREAD_OF for f in ("cpu", "runq")]

@@ -106,7 +106,7 @@ class VllmServer:
                  max_model_len: int, extra_args: list[str] | None = None, name: str | None = None,
                  tp: int = 2, args: list[str] | None = None, prefix: list[str] | None = None):
         self.vllm, self.model, self.ipc = vllm, model, ipc
-        # what runs the command on the server's CPUs and in its cgroup (bench/serve_confine.py)
+        # what runs the command on the server's CPUs and in its cgroup (bench/serve/confine.py)
         self.prefix = list(prefix or [])
         self.name = name or ipc
         self.workdir = workdir

@@ -1,6 +1,6 @@
 """The queues under test, behind one small adapter interface.
 
-Every queue is driven by the same writer/reader loops (rdmaq.bench.proc); an
+Every queue is driven by the same writer/reader loops (rdmaq.bench.micro.proc); an
 adapter only knows how to build its queue object and which two bound methods
 send and receive a Python object. Each queue runs with its production
 settings: vLLM's with those of the executor's ``rpc_broadcast_mq``
@@ -247,7 +247,13 @@ class VllmAdapter(QueueAdapter):
 _SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux.*)\.so")
 
 
+# where a payload carries its copies (bench/device/build_payload.py), else the user's cache
+CACHE_ENV = "RDMAQ_BENCH_CACHE"
+
+
 def _cache_dir() -> str:
+    if os.environ.get(CACHE_ENV):
+        return os.environ[CACHE_ENV]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "rdmaq-bench")
 
@@ -269,17 +275,18 @@ def _patchelf() -> str | None:
     return shutil.which("patchelf") or (here if os.access(here, os.X_OK) else None)
 
 
-def loadable_spinloop(original: str) -> tuple[str | None, str | None]:
+def loadable_spinloop(original: str, cache_dir: str | None = None) -> tuple[str | None, str | None]:
     """(path of a spinloop module that loads here, None) or (None, why not).
 
-    The module as vLLM ships it, when it loads; else a copy in the cache directory with
-    the NEEDED entries it does not use removed (patchelf --remove-needed)."""
+    The module as vLLM ships it, when it loads; else a copy in the cache directory (``cache_dir``,
+    by default $RDMAQ_BENCH_CACHE or the user's) with the NEEDED entries it does not use removed
+    (patchelf --remove-needed)."""
     why = _loads(original)
     if why is None:
         return original, None
     with open(original, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:16]
-    copy = os.path.join(_cache_dir(), "spinloop", digest, "spinloop.abi3.so")
+    copy = os.path.join(cache_dir or _cache_dir(), "spinloop", digest, "spinloop.abi3.so")
     if os.path.exists(copy) and _loads(copy) is None:
         return copy, None
     patchelf = _patchelf()

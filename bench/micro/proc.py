@@ -1,4 +1,4 @@
-"""Child processes: the writer, the readers and the CPU attackers.
+"""The microbenchmark's child processes: the writer and the readers.
 
 The writer and reader loops are the same for every queue; only the adapter's
 send/receive callables differ. Messages are tuples ``(kind, seq, t_ns,
@@ -13,46 +13,14 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
-import sys
 import time
-import traceback
 from array import array
+
+from ..common.children import pin, send_failure, stop_quietly
 
 KIND_DATA = 0
 KIND_END_SUBRUN = 1
 KIND_END_ALL = 2
-
-
-def pin(cpus) -> None:
-    if cpus:
-        os.sched_setaffinity(0, cpus)
-
-
-def _stop(signum, frame) -> None:
-    raise SystemExit(128 + signum)  # multiprocessing ends a child on SystemExit without a word
-
-
-def stop_quietly() -> None:
-    """A child's SIGTERM (Ctrl-C in the parent, a failed cell) unwinds it: its queue closes on
-    the way out, leaving nothing in /dev/shm. SIGINT never reaches it (quiet_spawn_context)."""
-    signal.signal(signal.SIGTERM, _stop)
-
-
-def _fail(conn) -> None:
-    """Report the exception to the parent in one line (the traceback with RDMAQ_TRACEBACK=1)."""
-    e = sys.exc_info()[1]
-    if isinstance(e, SystemExit):  # stopped by the parent: nothing to report
-        raise e
-    text = f"{type(e).__name__}: {e}"
-    if os.environ.get("RDMAQ_TRACEBACK") == "1":
-        text = traceback.format_exc()
-        sys.stderr.write(text)
-    try:
-        conn.send(("error", text))
-    except Exception:
-        pass
-    sys.exit(1)
 
 
 def writer_main(conn, adapter, n_readers, cpus) -> None:
@@ -81,7 +49,7 @@ def writer_main(conn, adapter, n_readers, cpus) -> None:
         adapter.close_writer(w)
         conn.send(("bye",))
     except BaseException:
-        _fail(conn)
+        send_failure(conn)
 
 
 def write_subrun(send, sub, tracer=None) -> dict:
@@ -162,7 +130,7 @@ def reader_main(conn, adapter, index, cpus) -> None:
         adapter.close_reader(r)
         conn.send(("bye",))
     except BaseException:
-        _fail(conn)
+        send_failure(conn)
 
 
 def read_subrun(recv, sub, tracer=None) -> dict:
@@ -212,36 +180,3 @@ def read_subrun(recv, sub, tracer=None) -> dict:
         "wall_ns": (wall1 - wall0) if wall0 is not None else None,
         "errors": errors,
     }
-
-
-def be_idle_class(policy: str) -> None:
-    """Attackers as SCHED_IDLE: any normal thread that wakes preempts them."""
-    if policy == "idle":
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-
-
-def hog_main(cpus, policy="normal") -> None:
-    """A CPU attacker: a pure busy loop in the given cpuset until terminated."""
-    pin(cpus)
-    be_idle_class(policy)
-    x = 0
-    while True:
-        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
-
-
-def tokenizer_main(conn, cpus, policy="normal") -> None:
-    """HF tokenizers batch encoding with its Rayon thread pool, as an API server's does."""
-    try:
-        pin(cpus)
-        be_idle_class(policy)  # before the pool starts: its threads inherit the class
-        os.environ["TOKENIZERS_PARALLELISM"] = "true"
-        from .tokattack import make_corpus, train_tokenizer
-
-        corpus = make_corpus(4000)
-        tok = train_tokenizer(corpus)
-        conn.send(("ready", tok.get_vocab_size()))
-        batch = corpus[:512]
-        while True:
-            tok.encode_batch(batch)
-    except BaseException:
-        _fail(conn)

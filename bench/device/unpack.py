@@ -1,13 +1,13 @@
 """Unpack the payload's pieces on the GPU machine (Python standard library only).
 
-    python3 bench/gpu/unpack.py [PIECE_DIR ...] [--dest /tmp/rdmaq-gpu] [--require-complete]
+    python3 bench/device/unpack.py [PIECE_DIR ...] [--dest /tmp/rdmaq-gpu] [--require-complete]
 
-Each PIECE_DIR (from bench/gpu/build_payload.py: <piece>.tar.xz and manifest.json) is checked
+Each PIECE_DIR (from bench/device/build_payload.py: <piece>.tar.xz and manifest.json) is checked
 against its manifest's sha256 and unpacked into DEST/site; DEST/pieces/<piece>.json records
 it. Pieces come in separate calls, so every call says which pieces of the same build are still
 missing; a piece of another build is refused (unpack that build's pieces again, or remove
 DEST). Once all are there it writes DEST/bin/vllm (this Python running vLLM's CLI) and
-DEST/env.sh (PYTHONPATH and PATH for the payload).
+DEST/env.sh (PYTHONPATH and PATH for the payload, RDMAQ_BENCH_CACHE for the microbenchmark).
 
 Exit status: 0 (also while pieces are missing, unless --require-complete), 1 on a bad piece,
 3 with --require-complete while pieces are missing.
@@ -22,6 +22,9 @@ import os
 import sys
 import tarfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import payload_spec as spec  # type: ignore[import-not-found]  # noqa: E402
 
 FORMAT = "rdmaq-gpu-payload/1"
 DEFAULT_DEST = "/tmp/rdmaq-gpu"
@@ -131,12 +134,13 @@ def finish(dest: Path, python: str = sys.executable) -> list[Path]:
     vllm.chmod(0o755)
     env = dest / "env.sh"
     env.write_text(f'export PYTHONPATH="{dest}/site${{PYTHONPATH:+:$PYTHONPATH}}"\n'
-                   f'export PATH="{dest}/bin:$PATH"\n')
+                   f'export PATH="{dest}/bin:$PATH"\n'
+                   f'export RDMAQ_BENCH_CACHE="{dest}/site/{spec.BENCH_CACHE}"\n')
     return [vllm, env]
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench/gpu/unpack.py", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="bench/device/unpack.py", description=__doc__.split("\n")[0])
     p.add_argument("pieces", nargs="*", help="piece directories (OUT/<piece> of build_payload.py)")
     p.add_argument("--dest", default=DEFAULT_DEST, help="default %(default)s")
     p.add_argument("--require-complete", action="store_true",

