@@ -1046,3 +1046,20 @@ def test_rdmaq_stats_describe_the_queue_and_the_endpoint_as_vllm_s_attributes_do
         assert (r.n_local_reader, r.n_remote_reader, r.buffer, r.shutting_down) == (1, 0, None, False)
     finally:
         _close(r, w)
+
+
+def test_buffers_travel_out_of_band_from_1_mib_as_vllm_s_do():
+    """vLLM's enqueue pickles a buffer shorter than 1 MiB in band, the rest out of band."""
+    def out_of_band(nbytes):
+        return len(rq._serializer().pickle(np.zeros(nbytes, dtype=np.uint8)).buffers)
+
+    assert (out_of_band((1 << 20) - 1), out_of_band(1 << 20)) == (0, 1)
+
+
+def test_stats_name_the_process_by_its_command_without_setproctitle(monkeypatch):
+    import sys
+
+    from rdmaq.vllm import _stats
+    monkeypatch.setitem(sys.modules, "setproctitle", None)  # not installed: the import fails
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/vllm", "serve", "facebook/opt-125m", "--port", "8001"])
+    assert _stats._process_title() == "/venv/bin/vllm serve"
