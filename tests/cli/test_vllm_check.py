@@ -44,3 +44,20 @@ def test_a_device_found_goes_on_to_the_plugin_checks(vllm_found, monkeypatch, ca
     out, err = capsys.readouterr()
     assert "vLLM's device here: cuda" in out
     assert "entry point 'rdmaq' is missing" in err
+
+
+def test_vllm_plugins_must_list_rdmaq_when_set(vllm_found, monkeypatch, capsys):
+    vllm_found("0.33.0", "cuda")
+    entry = importlib.metadata.EntryPoint("rdmaq", cli.ENTRY_POINT, "vllm.general_plugins")
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [entry])
+    monkeypatch.setattr(cli, "_flag_added", lambda: True)
+    monkeypatch.setenv("VLLM_PLUGINS", "lora,other")
+    assert cli.main(["check"]) == 1
+    assert "VLLM_PLUGINS='lora,other' does not list rdmaq: vLLM will not load it" in capsys.readouterr().err
+    monkeypatch.setenv("VLLM_PLUGINS", "lora, rdmaq ")
+    assert cli.main(["check"]) == 0
+    assert "VLLM_PLUGINS: 'lora, rdmaq '" in capsys.readouterr().out
+    monkeypatch.delenv("VLLM_PLUGINS")
+    assert cli.main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert "VLLM_PLUGINS: unset (every plugin loads)" in out and "rdmaq vllm: the plugin is active" in out

@@ -1063,3 +1063,12 @@ def test_stats_name_the_process_by_its_command_without_setproctitle(monkeypatch)
     monkeypatch.setitem(sys.modules, "setproctitle", None)  # not installed: the import fails
     monkeypatch.setattr(sys, "argv", ["/venv/bin/vllm", "serve", "facebook/opt-125m", "--port", "8001"])
     assert _stats._process_title() == "/venv/bin/vllm serve"
+
+
+def test_a_queue_dropped_without_shutdown_closes_its_ring_endpoints():
+    import gc
+    w, r = _pair()
+    ring_writer, ring_reader = w._writer, r._reader
+    del w, r
+    gc.collect()
+    assert ring_writer._closed and ring_reader._closed
