@@ -1072,3 +1072,16 @@ def test_a_queue_dropped_without_shutdown_closes_its_ring_endpoints():
     del w, r
     gc.collect()
     assert ring_writer._closed and ring_reader._closed
+
+
+def test_a_writer_without_a_ring_says_so_in_its_log_line_and_stats(caplog):
+    with caplog.at_level(logging.INFO, logger="vllm.rdmaq"):
+        w = MQ(1, 0, connect_ip="127.0.0.1")  # vLLM's ZMQ socket alone
+    try:
+        assert ("rdmaq MessageQueue writer: 1 readers (0 local), ring transport=None 0 x 0 B, remote=zmq"
+                in caplog.text)
+        st = w.rdmaq_stats()
+        assert (st["transport"], st["slot_bytes"], st["slots"], st["remote"], st["ring"]) == (
+            None, None, None, "zmq", None)
+    finally:
+        w.shutdown()
