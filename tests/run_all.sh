@@ -98,17 +98,32 @@ run_tier() {
 	esac
 	rc=$?
 	RESULT[$tier]="rc=$rc $((SECONDS - t0))s"
+	TIMES+=("\"$tier\": {\"rc\": $rc, \"seconds\": $((SECONDS - t0))}")
 	return $rc
 }
 
+# results/tiers.json: each tier's exit status and time, the set-up's, the machine and its load
+# average (docs/gen_tables.py writes README's suite times from a copy under docs/testing/)
+write_times() {
+	local IFS=,
+	mkdir -p results
+	printf '{"schema": "rdmaq-tier-times/1", "date": "%s", "commit": "%s", "cpus": %s, "load": [%s, %s], "setup_seconds": %s, "seconds": %s, "tiers": {%s}}\n' \
+		"$(date -u '+%Y-%m-%d %H:%M UTC')" "$(git rev-parse --short HEAD 2>/dev/null)" "$(nproc)" "$LOAD0" \
+		"$(cut -d' ' -f1 /proc/loadavg)" "$SETUP_S" "$((SECONDS - t_all))" "${TIMES[*]}" >results/tiers.json
+}
+
+TIMES=()
+LOAD0=$(cut -d' ' -f1 /proc/loadavg)
 t_all=$SECONDS
 if ! setup_venv; then
 	echo "setup failed"
 	exit 1
 fi
+SETUP_S=$((SECONDS - t_all))
 for tier in "${TIERS[@]}"; do
 	run_tier "$tier" || FAILED=1
 done
 stage "summary ($((SECONDS - t_all))s)"
 for tier in "${TIERS[@]}"; do printf '%-8s %s\n' "$tier" "${RESULT[$tier]:-not run}"; done
+write_times
 exit $FAILED

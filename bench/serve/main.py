@@ -555,7 +555,7 @@ def _rdmaq_stats(stats_dir: Path) -> list[dict]:
 
 def client_timeout(args) -> float:
     """A run's time limit: generous on a 2-core CPU; on a GPU short enough that a hung run
-    leaves a part of a sweep (serve_plan.py) time for the rest."""
+    leaves a part of a sweep (plan.py) time for the rest."""
     if args.device == "cpu":
         return 5 * args.num_prompts / args.rate + 300
     return 3 * args.num_prompts / args.rate + 60

@@ -7,7 +7,7 @@ calibrated matmul chain on the one GPU with ``--device cuda``), the ranks meet a
 queue of the same kind, and the engine starts the next step when the reply is in (decode).
 Reported per queue, TP and setting: step time, throughput, the slowest reader's broadcast delay
 per step, per rank how often it was the last and the step's share spent waiting for it, and
-the CPU seconds the engine and the ranks spent per 1000 steps (step_proc.py, step_report.py).
+the CPU seconds the engine and the ranks spent per 1000 steps (proc.py, report.py).
 
 A cell is one queue at one TP: its processes stay up for all its sub-runs (settings x runs,
 the settings alternating run by run); the CPU hogs of a setting run only during its sub-runs.

@@ -52,6 +52,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from sweep_result import SCHEMA, per_file, rows_of, table  # noqa: E402
+
 import build  # noqa: E402
 import cover  # noqa: E402
 import gen_c  # noqa: E402
@@ -446,17 +448,20 @@ FLAKY: set[str] = set()  # tests left out of every selection (see recheck_killer
 EXCLUDED: tuple[str, ...] = ()  # --exclude
 
 
+def _commit() -> str | None:
+    """The checkout's commit (with "+" when it has changes): what the sample ran on."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "csrc", "rdmaq", "tests"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+" if dirty else "")
+
+
 def write_table(out: Path, rows, generated, a, seconds, load):
-    per = defaultdict(Counter)
-    for f, n in generated.items():
-        per[f]["generated"] = n
-    for r in rows:
-        c = per[r["file"]]
-        c["chosen"] += 1
-        c[r["status"]] += 1
-    total = Counter()
-    for c in per.values():
-        total.update(c)
+    _, total = per_file(generated, rows)
     scored = total["killed"] + total["survived"]
     score = 100.0 * total["killed"] / scored if scored else 100.0
     lines = [
@@ -468,16 +473,8 @@ def write_table(out: Path, rows, generated, a, seconds, load):
         f"Score: {total['killed']}/{scored} killed ({score:.1f} %); "
         f"{total['equivalent']} equivalent, {total['stillborn']} stillborn, {total['error']} errors.",
         "",
-        "| file | generated | chosen | stillborn | equivalent | killed | survived | score |",
-        "|---|---|---|---|---|---|---|---|",
+        *table(generated, rows),
     ]
-    for f in sorted(per):
-        c = per[f]
-        s = c["killed"] + c["survived"]
-        lines.append(f"| {f} | {c['generated']} | {c['chosen']} | {c['stillborn']} | {c['equivalent']} | "
-                     f"{c['killed']} | {c['survived']} | {100.0 * c['killed'] / s:.0f} % |" if s else
-                     f"| {f} | {c['generated']} | {c['chosen']} | {c['stillborn']} | {c['equivalent']} | "
-                     f"0 | 0 | - |")
     lines += ["", "## Survivors and equivalent mutants", "",
               "| mutant | line | change | status | reason |", "|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: r["id"]):
@@ -558,7 +555,7 @@ def sweep(a):
         chosen = sorted(random.Random(a.seed).sample(chosen, a.sample), key=lambda x: x[0])
     kept_rows = []
     if a.rerun:
-        prev = {r["id"]: r for r in json.loads(Path(a.rerun).read_text())}
+        prev = {r["id"]: r for r in rows_of(json.loads(Path(a.rerun).read_text()))}
         chosen = [(i, m) for i, m in everything if i in prev]
         kept_rows = [prev[i] for i, _ in chosen if prev[i]["status"] not in ("survived", "error")]
         chosen = [(i, m) for i, m in chosen if prev[i]["status"] in ("survived", "error")]
@@ -665,7 +662,11 @@ def sweep(a):
         if why.get("reason"):
             r["reason"] = why["reason"]
     score = write_table(Path(a.out), rows, generated, a, seconds, load)
-    Path(a.out).with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    result = {"schema": SCHEMA, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "commit": _commit(), "seed": a.seed, "sample": a.sample, "min_scored": a.min_scored,
+              "rerun": Path(a.rerun).name if a.rerun else None, "cpus": os.cpu_count(), "workers": a.workers,
+              "load": list(load), "seconds": round(seconds, 1), "generated": dict(generated), "rows": rows}
+    Path(a.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
     c = Counter(r["status"] for r in rows)
     log(f"mutation score: {c['killed']}/{c['killed'] + c['survived']} killed ({score:.1f} %); "
         f"{c['equivalent']} equivalent, {c['stillborn']} stillborn, {c['error']} errors; "
