@@ -186,3 +186,26 @@ def test_a_message_taken_without_waiting_as_a_handler_raises_is_the_next_call_s(
         put(b"third", timeout=TIMEOUT)
         assert take(timeout=TIMEOUT) == b"third"
         assert r.stats["messages"] == 3
+
+
+def test_close_from_a_handler_that_interrupted_a_call_on_the_endpoint_is_refused():
+    """close() in a signal handler that interrupted a get on the same reader would free
+    what the get still uses: it raises instead, out of the get, and the reader stays open."""
+    with rdmaq.Writer(1, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+
+        def handler(signum, frame):
+            r.close()
+
+        old = signal.signal(signal.SIGALRM, handler)
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        try:
+            with pytest.raises(RuntimeError, match="reader close: called while this thread's call on this "
+                                                   "reader is under way"):
+                r.get(timeout=TIMEOUT)
+        finally:
+            _disarm(old)
+        w.put(b"after", timeout=TIMEOUT)
+        assert r.get(timeout=TIMEOUT) == b"after"
+        r.close()
