@@ -33,6 +33,16 @@ def test_a_writer_s_defaults():
         assert w.transport == "shm"  # auto, without an RDMA port
 
 
+def test_the_waiting_options_default_to_the_documented_values(monkeypatch):
+    """README: spin_us=50, slice_us=300, anticipate=True, restore_slice=False."""
+    from rdmaq import queue
+    from rdmaq._rdmaq import ffi
+    for var in ("RDMAQ_SLICE_US", "RDMAQ_SPIN_US", "RDMAQ_ANTICIPATE", "RDMAQ_RESTORE_SLICE"):
+        monkeypatch.delenv(var, raising=False)
+    wc = queue._wait_config(ffi, None, None, None, None)
+    assert (wc.spin_ns, wc.slice_ns, wc.anticipate, wc.restore_slice) == (50_000, DEFAULT_SLICE_NS, 1, 0)
+
+
 def test_a_reader_asks_for_the_default_slice(monkeypatch):
     for var in ("RDMAQ_SLICE_US", "RDMAQ_SPIN_US", "RDMAQ_ANTICIPATE", "RDMAQ_RESTORE_SLICE"):
         monkeypatch.delenv(var, raising=False)
