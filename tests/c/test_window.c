@@ -127,19 +127,26 @@ static bool in_time(const struct rdmaq_cad_window *w)
 
 static void test_a_message_on_time_is_met_in_the_window(void)
 {
-	struct rdmaq_cad_window w = setup();
+	/* A loaded machine can take the CPU between the wait's start and its nap (seen
+	 * once at load average 8): then the wait is run again, three times at most. */
+	for (int run = 1; run <= 3; run++) {
+		struct rdmaq_cad_window w = setup();
 
-	/* late in the window: a nap that ended as late would count as preempted */
-	CHECK(wait_for(w.spin_until - 100 * US, -1) == 0);
-	if (!in_time(&w))
+		/* late in the window: a nap that ended as late would count as preempted */
+		CHECK(wait_for(w.spin_until - 100 * US, -1) == 0);
+		if (!in_time(&w))
+			return;
+		if (run < 3 && !(stats.naps == 1 && stats.sleeps == 0))
+			continue;
+		CHECK(stats.naps == 1 && stats.sleeps == 0);
+		/* unless the machine made the nap or the spin so late that the message was there */
+		if (!stats.preempted && msg.woke_ns < msg.at_ns) {
+			CHECK(stats.windows == 1 && stats.spins == 1 && stats.misses == 0 &&
+			      stats.woken == 0);
+			CHECK(wt.how == RDMAQ_HOW_WINDOW);
+			CHECK(cad.clean == 1);
+		}
 		return;
-	CHECK(stats.naps == 1 && stats.sleeps == 0);
-	/* unless the machine made the nap or the spin so late that the message was there */
-	if (!stats.preempted && msg.woke_ns < msg.at_ns) {
-		CHECK(stats.windows == 1 && stats.spins == 1 && stats.misses == 0 &&
-		      stats.woken == 0);
-		CHECK(wt.how == RDMAQ_HOW_WINDOW);
-		CHECK(cad.clean == 1);
 	}
 }
 
