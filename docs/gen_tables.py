@@ -1,4 +1,5 @@
-"""The measured tables of README.md and docs/benchmarks.md, built from the result files.
+"""The tables of numbers in README.md and docs/ (benchmarks, the mutation sample, the suite's
+times), built from the result files they cite.
 
     python docs/gen_tables.py            # rewrite the tables between their marker comments
     python docs/gen_tables.py --check    # exit 1, naming the table, where a document differs
@@ -6,8 +7,9 @@
 Each table below names, row by row, the result file and what is read from it; a table sits
 between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in its document.  Ratios are
 rdmaq ÷ vLLM's queue from the same run, computed as the benchmark's own reports compute
-them (bench/serve/report.py, bench/step/report.py, bench/device/digest.py), so a table
-cannot drift from the files it cites.
+them (bench/serve/report.py, bench/step/report.py, bench/device/digest.py); the mutation
+table as the sweep writes its own (tests/mutation/sweep_result.py).  So a table cannot drift
+from the files it cites.
 """
 from __future__ import annotations
 
@@ -292,6 +294,66 @@ def dev2core_serve() -> str:
 
 
 # (document, table name, builder)
+def _sweep_result_module():
+    spec = importlib.util.spec_from_file_location("_gen_tables_sweep_result",
+                                                  REPO / "tests" / "mutation" / "sweep_result.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sweep_result = _sweep_result_module()
+FRESH_SAMPLE = "docs/mutation/fresh-2026-12-03.json"  # the fresh sample docs/testing.md reports
+
+
+def fresh_sample() -> str:
+    """docs/testing.md: the fresh sample's first pass, its settings and its per-file table."""
+    r = json.loads((REPO / FRESH_SAMPLE).read_text())
+    rows = sweep_result.rows_of(r)
+    _, total = sweep_result.per_file(r["generated"], rows)
+    scored = total["killed"] + total["survived"]
+    head = (f"`python tests/mutation/sweep.py --sample {r['sample']} --min-scored {r['min_scored']} "
+            f"--seed {r['seed']}` at {r['commit']}, {r['date']}, {r['cpus']} CPUs, {r['workers']} workers, load "
+            f"average {r['load'][0]:.1f} / {r['load'][1]:.1f} at the start / the end, "
+            f"{r['seconds'] / 60:.1f} min: first pass **{total['killed']} of {scored} killed "
+            f"({sweep_result.score(total):.1f} %)**, {total['equivalent']} equivalent, "
+            f"{total['stillborn']} stillborn, {total['error']} errors ([its result file]({FRESH_SAMPLE[5:]})).\n\n")
+    return head + "\n".join(sweep_result.table(r["generated"], rows)) + "\n"
+
+
+def _paced_range(name: str, readers: int, attackers: int, key: str) -> str:
+    v = [r[key] for r in load(name)["ratios"] if r["pace_ns"] and r["queue"] == "rdmaq-shm"
+         and r["readers"] == readers and r["attackers"] == attackers and r[key] is not None]
+    return f"{fmt(statistics.median(v))} ({fmt(min(v))}–{fmt(max(v))})"
+
+
+def layout3() -> str:
+    """docs/benchmarks/reorganisation.md: the benchmark's reorganisation, before and after."""
+    rows = []
+    for name, readers, attackers, key, what in (
+            ("tp8att2", 8, 2, "p99_ratio", "TP=8, 2 hogs, median p99 ratio (range over the six cells)"),
+            ("tp1", 1, 0, "p50_ratio", "TP=1, no hogs of its own, median p50 ratio (range over the six cells)")):
+        loads = [load(f"layout3/{side}-{name}.json")["machine"]["loadavg_start"][0] for side in ("before", "after")]
+        rows.append((what, *(_paced_range(f"layout3/{side}-{name}.json", readers, attackers, key)
+                              for side in ("before", "after")),
+                     " / ".join(f"{x:.1f}" for x in loads)))
+    return table(["command", "before (fd0e161)", "after (ea9d05d)", "load average at the start, before / after"],
+                 rows)
+
+
+TIER_TIMES = "docs/testing/tiers-2cpu.json"  # results/tiers.json of a full run on a fresh clone
+
+
+def suite_times() -> str:
+    """README: the whole suite's time on the 2-core machine, per tier, from a run's tiers.json."""
+    r = json.loads((REPO / TIER_TIMES).read_text())
+    tiers = ", ".join(f"{name} {t['seconds'] / 60:.1f}" for name, t in r["tiers"].items())
+    return (f"{r['seconds'] / 60:.0f} minutes at {r['commit']} ({r['date']}, {r['cpus']} CPUs, load average "
+            f"{r['load'][0]:.1f} at the start and {r['load'][1]:.1f} at the end; minutes: set-up of the suite's "
+            f"venv {r['setup_seconds'] / 60:.1f}, {tiers}; [`{TIER_TIMES[5:]}`]({TIER_TIMES})).\n")
+
+
 TABLES = [
     ("README.md", "measured", readme_measured),
     ("docs/benchmarks.md", "h200-serve", h200_serve),
@@ -300,6 +362,8 @@ TABLES = [
     ("docs/benchmarks.md", "dev2core-micro", dev2core_micro),
     ("docs/benchmarks.md", "dev2core-hotpath", dev2core_hotpath),
     ("docs/benchmarks.md", "dev2core-serve", dev2core_serve),
+    ("docs/benchmarks/reorganisation.md", "layout3", layout3),
+    ("docs/testing.md", "fresh-sample", fresh_sample),
 ]
 
 

@@ -1,7 +1,8 @@
-"""README.md's Measured table and docs/benchmarks.md's tables are what docs/gen_tables.py
+"""README.md's tables and those of docs/ (benchmarks, the mutation sample) are what docs/gen_tables.py
 builds from the result files they cite: a number edited by hand, or a result file replaced
 without regenerating, fails here."""
 import copy
+import json
 import importlib.util
 import shutil
 from pathlib import Path
@@ -67,3 +68,22 @@ def test_a_document_without_its_marks_is_named(gen, tmp_path):
     (root / "README.md").write_text("# rdmaq\n")
     with pytest.raises(SystemExit, match="README.md: needs exactly one <!-- measured:begin -->"):
         gen.generate(root)
+
+
+def test_the_mutation_sample_is_counted_from_its_rows(gen, tmp_path, monkeypatch):
+    """docs/testing.md's sample: a survivor of the result file turned into a kill moves the
+    headline and its file's row, as the sweep's own table would."""
+    result = json.loads((REPO / gen.FRESH_SAMPLE).read_text())
+    survivor = next(r for r in result["rows"] if r["status"] == "survived")
+    before = gen.fresh_sample()
+    survivor["status"] = "killed"
+    changed = tmp_path / "fresh.json"
+    changed.write_text(json.dumps(result))
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    monkeypatch.setattr(gen, "FRESH_SAMPLE", "fresh.json")
+    after = gen.fresh_sample()
+    assert after != before
+    row = next(line for line in after.splitlines() if line.startswith(f"| {survivor['file']} |"))
+    assert row == next(line for line in gen.sweep_result.table(result["generated"], result["rows"])
+                       if line.startswith(f"| {survivor['file']} |"))
+

@@ -160,6 +160,34 @@ def test_dequeue_timeout():
         _close(r, w)
 
 
+def test_a_negative_dequeue_timeout_is_no_wait_as_in_vllm():
+    """vLLM's dequeue treats a negative timeout as 0: TimeoutError, not rdmaq's ValueError."""
+    w, r = _pair()
+    try:
+        with pytest.raises(TimeoutError):
+            r.dequeue(timeout=-1)
+        w.enqueue("after")
+        assert r.dequeue(timeout=-1 if r.readable() else 10) == "after"
+    finally:
+        _close(r, w)
+
+
+def test_a_remote_reader_over_ipv6_gets_the_messages():
+    """The handle says the writer's remote address is IPv6, and a remote reader connects to it
+    as one (vLLM's remote_addr_ipv6)."""
+    w = MQ(1, 0, connect_ip="::1", max_chunk_bytes=1 << 20, max_chunks=4)
+    r = None
+    try:
+        handle = w.export_handle()
+        assert handle.remote_addr_ipv6 is True and "[::1]" in handle.remote_subscribe_addr
+        r = MQ.create_from_handle(handle, 0)
+        _ready(w, r)
+        w.enqueue("over IPv6")
+        assert r.dequeue(timeout=10) == "over IPv6"
+    finally:
+        _close(*([r] if r is not None else []), w)
+
+
 def test_timeouts_beyond_the_clock_wait_for_ever():
     w, r = _pair()
     try:
@@ -1015,15 +1043,18 @@ def test_stats_of_an_endpoint_that_refuses_say_why(monkeypatch, tmp_path):
 def test_rdmaq_stats_count_each_message_and_its_bytes():
     """The writer counts the bytes it pickled (stream and out-of-band buffers), the
     reader each message as it came off the ring, framing included."""
-    objs = ["abc", np.arange(1000, dtype=np.int64), {"k": [1, 2, 3]}]
+    objs = ["abc", np.arange(1000, dtype=np.int64), {"k": [1, 2, 3]}, np.arange((1 << 20) // 8, dtype=np.int64)]
     pickled = [rq._serializer().pickle(o) for o in objs]
+    assert pickled[-1].buffers  # the large array travels out of band: its bytes are counted too
     w, r = _pair()
     try:
         for o in objs:
-            w.enqueue(o)
+            t = threading.Thread(target=w.enqueue, args=(o,))
+            t.start()
             r.dequeue(timeout=5)
+            t.join(timeout=30)
         ws, rs = w.rdmaq_stats(), r.rdmaq_stats()
-        assert (ws["role"], ws["messages"], rs["role"], rs["messages"]) == ("writer", 3, "local reader", 3)
+        assert (ws["role"], ws["messages"], rs["role"], rs["messages"]) == ("writer", 4, "local reader", 4)
         assert ws["bytes"] == sum(p.stream_bytes + sum(b.nbytes for b in p.buffers) for p in pickled)
         assert rs["bytes"] == rs["ring"]["bytes"] == ws["ring"]["bytes"] > ws["bytes"]
     finally:
