@@ -2,8 +2,8 @@
 builds from the result files they cite: a number edited by hand, or a result file replaced
 without regenerating, fails here."""
 import copy
-import json
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
