@@ -8,12 +8,15 @@ Needs vLLM importable (tests/vllm/ci.sh runs this in both of its venvs).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing
 import os
 import pickle
 import signal
+import stat
+import tempfile
 import threading
 import time
 
@@ -42,6 +45,21 @@ def _loopback(monkeypatch):
     monkeypatch.setenv("VLLM_HOST_IP", "127.0.0.1")
     monkeypatch.delenv("RDMAQ_VLLM_REMOTE", raising=False)
     monkeypatch.delenv("RDMAQ_VLLM_STATS_DIR", raising=False)
+
+
+@pytest.fixture
+def _vllm_queue_sockets():
+    """vLLM's own MessageQueue binds ZMQ ipc sockets in the temporary folder and leaves them
+    when it is only shut down (its queues have no close): removed after the test, those
+    sockets that appeared while it ran."""
+    tmp = tempfile.gettempdir()
+    before = set(os.listdir(tmp))
+    yield
+    for name in set(os.listdir(tmp)) - before:
+        path = os.path.join(tmp, name)
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                os.unlink(path)
 
 
 def _ready(writer, *readers):
@@ -583,7 +601,7 @@ def test_handle_pickles_and_keeps_vllm_meanings():
 
 
 @pytest.mark.parametrize("patched", [False, True])
-def test_vllm_handle_goes_to_vllm_implementation(patched, monkeypatch):
+def test_vllm_handle_goes_to_vllm_implementation(patched, monkeypatch, _vllm_queue_sockets):
     if patched:  # as after the plugin's swap: vLLM's code builds our class
         monkeypatch.setattr(sb, "MessageQueue", MQ)
     w = rq.VllmMessageQueue(1, 1, max_chunk_bytes=1 << 16, max_chunks=2)
@@ -838,7 +856,7 @@ def test_create_from_process_group_single_reader():
     assert res[0] == ["self", "from 1", "from 2"]
 
 
-def test_role_attributes_match_vllms_own_queue():
+def test_role_attributes_match_vllms_own_queue(_vllm_queue_sockets):
     """The attributes vLLM's class sets, which its inherited methods and vLLM's
     callers may read, exist on rdmaq's queues, and those that say an endpoint's
     role have vLLM's values, for a writer and for a local reader."""
