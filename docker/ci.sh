@@ -15,7 +15,7 @@
 # --no-docker: structural check, then docker/entrypoint.sh runs directly in
 # the VM (host Python and rdmaq), without building or running an image.
 #
-# CMD is passed to the entrypoint (default: pytest --transport verbs tests/core tests/verbs). Prints the
+# CMD is passed to the entrypoint (default: pytest --transport verbs tests/core tests/verbs tests/doctor). Prints the
 # time of each phase. Exit status: the tests' (entrypoint codes: 3 no device,
 # 4 perftest failed; in-vm.sh: 90 dockerd/load failed; vm-run: 125/241-243),
 # or 1 if the check or the image build failed.

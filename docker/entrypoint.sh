@@ -7,7 +7,7 @@
 #      rdma link add rxe0 type rxe netdev <RDMAQ_RXE_NETDEV or default route's>
 #   2. sanity check with perftest (tests/rxe/perftest-check.sh: ibv_devinfo,
 #      ibv_rc_pingpong, ib_write_lat on the device), unless RDMAQ_SKIP_PERFTEST=1
-#   3. run the command given as arguments, else `python -m pytest -q --transport verbs tests/core tests/verbs`
+#   3. run the command given as arguments, else `python -m pytest -q --transport verbs tests/core tests/verbs tests/doctor`
 #      against the installed rdmaq; exit with its status.
 #
 # Exit status: the test command's, or 3 (no usable RDMA device), 4 (perftest
@@ -117,7 +117,7 @@ if [ "${RDMAQ_SKIP_PERFTEST:-0}" != 1 ]; then
 fi
 
 # --- 3. tests -----------------------------------------------------------------
-[ $# -gt 0 ] || set -- python -m pytest -q -rs -p no:cacheprovider --transport verbs tests/core tests/verbs
+[ $# -gt 0 ] || set -- python -m pytest -q -rs -p no:cacheprovider --transport verbs tests/core tests/verbs tests/doctor
 log "running: $*"
 "$@"
 rc=$?

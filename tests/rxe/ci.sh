@@ -4,7 +4,7 @@
 #
 #   tests/rxe/ci.sh [CMD ARGS...]
 #
-# CMD defaults to `python -m pytest -x -q --transport verbs tests/core tests/verbs`
+# CMD defaults to `python -m pytest -x -q --transport verbs tests/core tests/verbs tests/doctor`
 # (tests/core's transport-parametrized tests over verbs, and tests/verbs),
 # otherwise only the device checks run. With the default CMD the same VM then
 # runs vLLM's cross-host path, tests/vllm/test_verbs_remote.py, with the venv
@@ -65,7 +65,7 @@ fi
 cd "$repo" || exit 1
 unset RDMAQ_RXE_VLLM_PYTHON
 if [ $# = 0 ] && [ -d tests/verbs ]; then
-	set -- python -m pytest -x -q -rs --transport verbs tests/core tests/verbs
+	set -- python -m pytest -x -q -rs --transport verbs tests/core tests/verbs tests/doctor
 	if [ "${RDMAQ_RXE_VLLM:-1}" = 1 ]; then
 		t=$(now)
 		phase "venv for vLLM's cross-host test (tests/vllm/ci.sh --venv-mq)"

@@ -11,7 +11,8 @@
 #             internals and are deselected, each with its reason), then
 #             tests/vllm/test_queue.py and test_upstream_adapted.py (those
 #             deselected cases whose behaviour applies, on rdmaq's class), and
-#             test_check.py (`rdmaq vllm check` on a CUDA build without a GPU);
+#             test_check.py (`rdmaq vllm check` on a CUDA build without a GPU) and
+#             test_placement.py (which reader reads where; pure, no vLLM needed);
 #             then a seeded sample of the adapter's generated mutants
 #             (tests/mutation/sweep.py, each run against its tests in venv-mq;
 #             RDMAQ_VLLM_MUTANTS sets the sample's size), scored against the
@@ -296,11 +297,12 @@ in_tests() { local limit=$1; shift; (cd "$HERE" && timeout --kill-after=30 "$lim
 mutate_adapter() {
   local py="${RDMAQ_VENV:-$REPO/.venv}/bin/python"
   [[ -x $py ]] || { echo "no suite venv at ${py%/bin/python} (tests/run_all.sh makes it)" >&2; return 1; }
-  # a temporary folder of its own: what the tests of a killed mutant leave (ZMQ sockets) goes with it
+  # a temporary folder of its own, also for vLLM's ZMQ sockets: what the tests of a killed
+  # mutant leave goes with it
   local tmp rc
   tmp=$(mktemp -d) || return 1
   "$py" -m pip install -q coverage &&
-    TMPDIR=$tmp "$py" "$REPO/tests/mutation/sweep.py" --files 'rdmaq/vllm/*' \
+    TMPDIR=$tmp VLLM_RPC_BASE_PATH=$tmp "$py" "$REPO/tests/mutation/sweep.py" --files 'rdmaq/vllm/*' \
       --vllm-python "$CACHE/venv-mq/bin/python" --sample "${RDMAQ_VLLM_MUTANTS:-32}" --min-scored 30 \
       --seed "${RDMAQ_MUTATION_SEED:-21}" --out "$REPO/results/mutation-vllm.md"
   rc=$?
@@ -318,8 +320,9 @@ stage "build venv-mq (vLLM $VLLM_MQ_VERSION)" 1200 build_venv_mq
 stage "fetch vLLM $VLLM_MQ_VERSION sdist tests" 600 fetch_upstream_tests
 if [[ ${#FAILED[@]} -eq 0 ]]; then
   stage "upstream MQ + executor tests" 900 run_upstream
-  stage "test_queue.py, adapted, check (vLLM 0.33)" 600 in_tests 600 "$CACHE/venv-mq/bin/python" -m pytest \
-    -q -rsx -p no:cacheprovider test_queue.py test_upstream_adapted.py test_check.py
+  stage "test_queue.py, adapted, check, placement (vLLM 0.33)" 600 in_tests 600 \
+    "$CACHE/venv-mq/bin/python" -m pytest -q -rsx -p no:cacheprovider test_queue.py \
+    test_upstream_adapted.py test_check.py test_placement.py
   for ver in "${SITE_VERSIONS[@]}"; do
     if stage "vLLM $ver alone (its site directory)" 1200 build_site "$ver" &&
        stage "fetch vLLM $ver sdist tests" 600 fetch_upstream_tests "$ver"; then

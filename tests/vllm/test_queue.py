@@ -16,7 +16,6 @@ import os
 import pickle
 import signal
 import stat
-import tempfile
 import threading
 import time
 
@@ -28,6 +27,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("vllm")
 
+import vllm.envs  # noqa: E402
 from vllm.distributed.device_communicators import shm_broadcast as sb  # noqa: E402
 
 import rdmaq  # noqa: E402
@@ -49,10 +49,10 @@ def _loopback(monkeypatch):
 
 @pytest.fixture
 def _vllm_queue_sockets():
-    """vLLM's own MessageQueue binds ZMQ ipc sockets in the temporary folder and leaves them
-    when it is only shut down (its queues have no close): removed after the test, those
-    sockets that appeared while it ran."""
-    tmp = tempfile.gettempdir()
+    """vLLM's own MessageQueue binds ZMQ ipc sockets in VLLM_RPC_BASE_PATH (by default the
+    temporary folder) and leaves them when it is only shut down (its queues have no close):
+    removed after the test, those sockets that appeared there while it ran."""
+    tmp = vllm.envs.VLLM_RPC_BASE_PATH
     before = set(os.listdir(tmp))
     yield
     for name in set(os.listdir(tmp)) - before:

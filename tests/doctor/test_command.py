@@ -1,12 +1,11 @@
-"""`rdmaq doctor` and `rdmaq softroce`: clear answers with and without RDMA."""
+"""`rdmaq doctor` and `rdmaq softroce` as commands: clear answers with and without RDMA.
+The core tier runs them on the host (no RDMA), the verbs tier in the SoftRoCE VM."""
 import json
 import os
 
 import pytest
 
 from rdmaq import doctor, softroce
-
-pytestmark = pytest.mark.no_device
 
 
 def _report(capsys):

@@ -1,6 +1,6 @@
 """`rdmaq doctor`'s advice and report for machines this one is not: made-up reports
 (devices, ports, GIDs, limits, a VM) through doctor.advice() and doctor.render().
-The VM runs doctor against real rxe devices (tests/verbs/test_doctor.py)."""
+The VM runs doctor against real rxe devices (tests/doctor/test_command.py)."""
 import argparse
 import copy
 import io
@@ -31,6 +31,7 @@ BASE = {
                    "verbs": {"usable": True, "why": None, "active_ports": [("rxe0", 1)]}},
     "scheduler": {"short_slice": True, "short_slice_why": None, "hz": "1000", "cpuidle_driver": None,
                   "guest_halt_poll_ns": None, "vm": False, "cpus": 2, "runnable_now": 1},
+    "vllm_leftovers_searched": ["/dev/shm", "/tmp"],
 }
 
 
