@@ -348,7 +348,8 @@ TIER_TIMES = "docs/testing/tiers-2cpu.json"  # results/tiers.json of a full run 
 def suite_times() -> str:
     """README: the whole suite's time on the 2-core machine, per tier, from a run's tiers.json."""
     r = json.loads((REPO / TIER_TIMES).read_text())
-    tiers = ", ".join(f"{name} {t['seconds'] / 60:.1f}" for name, t in r["tiers"].items())
+    tiers = ", ".join(f"{name} {t['seconds'] / 60:.1f}" + (" (failed)" if t["rc"] else "")
+                      for name, t in r["tiers"].items())
     return (f"{r['seconds'] / 60:.0f} minutes at {r['commit']} ({r['date']}, {r['cpus']} CPUs, load average "
             f"{r['load'][0]:.1f} at the start and {r['load'][1]:.1f} at the end; minutes: set-up of the suite's "
             f"venv {r['setup_seconds'] / 60:.1f}, {tiers}; [`{TIER_TIMES[5:]}`]({TIER_TIMES})).\n")
@@ -356,6 +357,7 @@ def suite_times() -> str:
 
 TABLES = [
     ("README.md", "measured", readme_measured),
+    ("README.md", "suite-times", suite_times),
     ("docs/benchmarks.md", "h200-serve", h200_serve),
     ("docs/benchmarks.md", "h200-step", h200_step),
     ("docs/benchmarks.md", "h200-micro", h200_micro),

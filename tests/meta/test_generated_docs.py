@@ -87,3 +87,17 @@ def test_the_mutation_sample_is_counted_from_its_rows(gen, tmp_path, monkeypatch
     assert row == next(line for line in gen.sweep_result.table(result["generated"], result["rows"])
                        if line.startswith(f"| {survivor['file']} |"))
 
+
+
+def test_the_suite_times_are_the_runs_own(gen, tmp_path, monkeypatch):
+    """README's suite time is the tiers.json of a run: its total and each tier's minutes, a
+    failed tier marked as such."""
+    run = json.loads((REPO / gen.TIER_TIMES).read_text())
+    run["seconds"], run["tiers"]["verbs"] = 3600, {"rc": 1, "seconds": 90}
+    (tmp_path / "docs" / "testing").mkdir(parents=True)
+    (tmp_path / gen.TIER_TIMES).write_text(json.dumps(run))
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    text = gen.suite_times()
+    assert text.startswith(f"60 minutes at {run['commit']} ")
+    assert "verbs 1.5 (failed)," in text
+    assert all(f"{name} {t['seconds'] / 60:.1f}" in text for name, t in run["tiers"].items())
