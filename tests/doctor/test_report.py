@@ -327,7 +327,9 @@ def debian_dist(tmp_path, monkeypatch):
     """A made-up Debian dist-packages folder as doctor's fallback, no pyverbs importable
     before it (sys.path and sys.modules restored after)."""
     import sys
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != doctor.DEBIAN_DIST])
+    # every folder a pyverbs imports from left out (the VM's is not Debian's dist-packages)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != doctor.DEBIAN_DIST
+                                      and not os.path.exists(os.path.join(p or ".", "pyverbs"))])
     for name in [m for m in sys.modules if m == "pyverbs" or m.startswith("pyverbs.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setattr(doctor, "DEBIAN_DIST", str(tmp_path))

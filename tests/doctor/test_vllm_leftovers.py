@@ -17,7 +17,8 @@ def place(tmp_path, monkeypatch):
     monkeypatch.setattr(leftovers, "places", lambda: [str(tmp_path)])
     monkeypatch.setattr(leftovers, "vllm_pids", lambda: [])
     monkeypatch.setattr(shm, "sweep_stale", lambda: [])
-    monkeypatch.setattr(doctor, "transports", lambda devices: {"shm": {"usable": True, "why": None}})
+    monkeypatch.setattr(doctor, "transports", lambda devices: {
+        "shm": {"usable": True, "why": None}, "verbs": {"usable": False, "why": "not this test's", "active_ports": []}})
     return tmp_path
 
 
