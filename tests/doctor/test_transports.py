@@ -1,0 +1,60 @@
+"""doctor's transport and VM checks on this machine, with /dev/shm and /proc/cpuinfo
+made to look otherwise: shm is usable only in a /dev/shm that exists and is
+writable; a VM is one whose CPU flags say hypervisor, and an unreadable
+/proc/cpuinfo says no VM."""
+import builtins
+import io
+import os
+
+from rdmaq import doctor
+
+REAL_ACCESS, REAL_ISDIR, REAL_OPEN = os.access, os.path.isdir, builtins.open
+
+
+def _shm(monkeypatch, exists=True, writable=True):
+    monkeypatch.setattr(os.path, "isdir", lambda p: exists if p == "/dev/shm" else REAL_ISDIR(p))
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: (writable and exists) if p == "/dev/shm"
+                        else REAL_ACCESS(p, mode, **kw))
+    return doctor.transports([])["shm"]
+
+
+def test_shm_is_usable_in_a_writable_dev_shm(monkeypatch):
+    assert _shm(monkeypatch) == {"usable": True, "why": None}
+
+
+def test_a_read_only_dev_shm_makes_shm_unusable(monkeypatch):
+    """/dev/shm is there but not writable: no ring can be made in it."""
+    assert _shm(monkeypatch, writable=False) == {"usable": False, "why": "/dev/shm is missing or read-only"}
+
+
+def test_a_missing_dev_shm_makes_shm_unusable_even_if_access_says_writable(monkeypatch):
+    """Both must hold: a path that access() passes but that is no folder is no /dev/shm."""
+    monkeypatch.setattr(os.path, "isdir", lambda p: False if p == "/dev/shm" else REAL_ISDIR(p))
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: True if p == "/dev/shm"
+                        else REAL_ACCESS(p, mode, **kw))
+    assert doctor.transports([])["shm"]["usable"] is False
+
+
+def _cpuinfo(monkeypatch, text):
+    def fake_open(path, *args, **kw):
+        if path == "/proc/cpuinfo":
+            if text is None:
+                raise PermissionError(13, "Permission denied", path)
+            return io.StringIO(text)
+        return REAL_OPEN(path, *args, **kw)
+
+    monkeypatch.setattr(doctor, "open", fake_open, raising=False)
+    return doctor.scheduler()["vm"]
+
+
+def test_cpu_flags_with_hypervisor_say_vm(monkeypatch):
+    assert _cpuinfo(monkeypatch, "processor\t: 0\nflags\t\t: fpu vme hypervisor lahf_lm\n") is True
+
+
+def test_cpu_flags_without_hypervisor_say_no_vm(monkeypatch):
+    assert _cpuinfo(monkeypatch, "processor\t: 0\nflags\t\t: fpu vme lahf_lm\n") is False
+
+
+def test_an_unreadable_cpuinfo_says_no_vm(monkeypatch):
+    """Unknown is reported as no VM (the advice for VMs is not given on a guess)."""
+    assert _cpuinfo(monkeypatch, None) is False
