@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmaq_reader_nap: a reader whose cadence predicts the next message naps until
+ * its window, and the get after it spins in that window (it is planned).  The
+ * cadence is fed made-up stamps of a writer that puts every ~100 ms, so the
+ * window is ~80 ms away; the nap is a real one on the shm transport, and what
+ * is checked is its outcome and the counters, never how long it took.  Linked
+ * with this file's rdmaq_cpu_busy(): the machine's load must not decide
+ * whether a window opens.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "busy.h"
+#include "check.h"
+#include "rdmaq_shm.h"
+#include "ring.h"
+
+#define SEC 1000000000LL
+#define MS  1000000LL
+
+bool rdmaq_cpu_busy(int64_t now_ns)
+{
+	(void)now_ns;
+	return false;
+}
+
+void rdmaq_cpu_busy_preempted(int64_t now_ns)
+{
+	(void)now_ns;
+}
+
+static const struct rdmaq_config base = {
+	.n_readers = 1,
+	.slot_bytes = 1024,
+	.slots = 8,
+	.max_message = 1 << 20,
+	.spin_ns = 0,
+};
+
+static int pair(struct rdmaq_writer **w, struct rdmaq_reader **r)
+{
+	if (rdmaq_shm_writer_create(w, &base))
+		return -1;
+	if (rdmaq_shm_reader_attach(r, rdmaq_shm_writer_name(*w), 0, 0))
+		return -1;
+	CHECK(rdmaq_writer_wait_ready(*w, SEC) == 0);
+	CHECK(rdmaq_reader_wait_ready(*r, SEC) == 0);
+	return 0;
+}
+
+static void unpair(struct rdmaq_writer *w, struct rdmaq_reader *r)
+{
+	rdmaq_reader_close(r);
+	rdmaq_reader_destroy(r);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
+/* The reader has seen 20 messages stamped every 95 or 105 ms, the last 20 ms ago. */
+static void feed_cadence(struct rdmaq_reader *r)
+{
+	int64_t stamp[20];
+
+	stamp[19] = rdmaq_now_ns() - 20 * MS;
+	for (int i = 19; i > 0; i--)
+		stamp[i - 1] = stamp[i] - (i % 2 ? 95 * MS : 105 * MS);
+	for (int i = 0; i < 20; i++)
+		rdmaq_cadence_observe(&r->cadence, stamp[i], stamp[i]);
+}
+
+/*
+ * A nap that ends with the window open says so (1) and plans the next get's
+ * window: a second nap before that get has nothing to do (0, no nap counted).
+ */
+static void test_a_nap_to_the_window_plans_the_next_get(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_stats rs;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	feed_cadence(r);
+	CHECK(rdmaq_reader_nap(r, 10 * SEC) == 1);
+	CHECK(r->planned);
+	rdmaq_reader_stats(r, &rs);
+	CHECK(rs.naps == 1);
+	CHECK(rdmaq_reader_nap(r, 10 * SEC) == 0);
+	rdmaq_reader_stats(r, &rs);
+	CHECK(rs.naps == 1);
+	unpair(w, r);
+}
+
+/*
+ * A new reader starts with anticipation's back-off at its floor: after its
+ * first window lost to a preemption it leaves the next messages to the plain
+ * wait (no nap) rather than anticipating again at once.
+ */
+static void test_a_new_reader_backs_off_after_a_preempted_window(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_stats rs;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	feed_cadence(r);
+	rdmaq_cadence_preempted(&r->cadence); /* its first window: the spin lost its CPU */
+	CHECK(rdmaq_reader_nap(r, 10 * SEC) == 0);
+	rdmaq_reader_stats(r, &rs);
+	CHECK(rs.naps == 0);
+	unpair(w, r);
+}
+
+int main(void)
+{
+	test_a_nap_to_the_window_plans_the_next_get();
+	test_a_new_reader_backs_off_after_a_preempted_window();
+	return check_report("reader_nap");
+}

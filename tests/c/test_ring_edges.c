@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Edges of the ring and the shm transport that no Python test reaches: the
+ * fork counter in a child, a segment that cannot be mapped, watching pid 1,
+ * the reader bitmap of drop_reader past the first 64-bit word, a transport
+ * that fetches credit on demand, a try_put while an ABORT record is owed.
+ * One thread, the shm transport; a writer's ops are swapped for a copy where
+ * a transport behaviour (a dead reader, a credit fetch) must be made up.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "rdmaq_shm.h"
+#include "ring.h"
+#include "shm_proc.h"
+
+#define SEC 1000000000LL
+
+/* shm.c's mmap() (linked with --wrap=mmap): the real one, or while mmap_err is set, a failure. */
+static int mmap_err;
+
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	if (mmap_err) {
+		errno = mmap_err;
+		return MAP_FAILED;
+	}
+	return __real_mmap(addr, len, prot, flags, fd, off);
+}
+
+static const struct rdmaq_config base = {
+	.n_readers = 1,
+	.slot_bytes = 1024,
+	.slots = 4,
+	.max_message = 1 << 20,
+	.spin_ns = 0,
+};
+
+static bool says(const char *what)
+{
+	return strstr(rdmaq_errmsg(), what) != NULL;
+}
+
+static int pair(struct rdmaq_writer **w, struct rdmaq_reader **r)
+{
+	if (rdmaq_shm_writer_create(w, &base))
+		return -1;
+	if (rdmaq_shm_reader_attach(r, rdmaq_shm_writer_name(*w), 0, 0))
+		return -1;
+	CHECK(rdmaq_writer_wait_ready(*w, SEC) == 0);
+	CHECK(rdmaq_reader_wait_ready(*r, SEC) == 0);
+	return 0;
+}
+
+static void unpair(struct rdmaq_writer *w, struct rdmaq_reader *r)
+{
+	rdmaq_reader_close(r);
+	rdmaq_reader_destroy(r);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
+/* A child of fork() counts exactly one fork more than its parent: the count
+ * is what tells an endpoint it belongs to the parent. */
+static void test_a_fork_child_counts_one_fork(void)
+{
+	uint32_t before = rdmaq_fork_count();
+	int status = -1;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		exit(rdmaq_fork_count() == before + 1 ? 0 : 3); /* exit(): coverage is written */
+	CHECK(pid > 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(rdmaq_fork_count() == before);
+}
+
+/* A reader that cannot map the segment fails with the map's error and says so. */
+static void test_a_segment_that_cannot_be_mapped_fails_the_attach(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r = NULL;
+	int ret;
+
+	if (rdmaq_shm_writer_create(&w, &base)) {
+		CHECK(!"writer");
+		return;
+	}
+	mmap_err = ENOMEM;
+	ret = rdmaq_shm_reader_attach(&r, rdmaq_shm_writer_name(w), 0, 0);
+	mmap_err = 0;
+	CHECK(ret == -ENOMEM);
+	CHECK(says("cannot map"));
+	if (!ret)
+		rdmaq_reader_destroy(r);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
+/* Only pids <= 0 are no process: pid 1 (init) is one, and can be watched. */
+static void test_pid_1_can_be_watched(void)
+{
+	struct rdmaq_shm_peer p = RDMAQ_SHM_PEER_INIT;
+
+	CHECK(rdmaq_shm_peer_watch(&p, 1) == 0);
+	CHECK(!rdmaq_shm_peer_exited(&p));
+	rdmaq_shm_peer_unwatch(&p);
+	p = RDMAQ_SHM_PEER_INIT;
+	CHECK(rdmaq_shm_peer_watch(&p, 0) == -ESRCH);
+}
+
+/* drop_reader with a made-up transport: only reader `dead_index` has ended. */
+static uint32_t dead_index;
+
+static int fake_reader_dead(struct rdmaq_writer *w, uint32_t i)
+{
+	(void)w;
+	return i == dead_index;
+}
+
+/* Each reader's dropped bit is its own, in every 64-bit word of the bitmap:
+ * dropping reader 1, 63 or 64 drops that reader and no other. */
+static void test_drop_reader_marks_only_that_reader(void)
+{
+	static const uint32_t dead[] = { 1, 63, 64 };
+	struct rdmaq_reader *r[65];
+	struct rdmaq_config cfg = base;
+	struct rdmaq_writer_ops ops;
+	struct rdmaq_writer *w;
+	uint32_t k, i;
+
+	cfg.n_readers = 65;
+	for (k = 0; k < sizeof(dead) / sizeof(dead[0]); k++) {
+		if (rdmaq_shm_writer_create(&w, &cfg)) {
+			CHECK(!"writer");
+			return;
+		}
+		for (i = 0; i < cfg.n_readers; i++)
+			CHECK(rdmaq_shm_reader_attach(&r[i], rdmaq_shm_writer_name(w), i, 0) == 0);
+		CHECK(rdmaq_writer_wait_ready(w, SEC) == 0);
+		ops = *w->ops;
+		ops.reader_dead = fake_reader_dead;
+		w->ops = &ops;
+		dead_index = dead[k];
+		CHECK(rdmaq_writer_drop_reader(w, dead[k]) == 0);
+		for (i = 0; i < cfg.n_readers; i++)
+			CHECK(rdmaq_writer_dropped(w, i) == (i == dead[k]));
+		/* reader 0 is alive: it cannot be dropped */
+		CHECK(rdmaq_writer_drop_reader(w, 0) == -EINVAL);
+		for (i = 0; i < cfg.n_readers; i++) {
+			rdmaq_reader_close(r[i]);
+			rdmaq_reader_destroy(r[i]);
+		}
+		rdmaq_writer_close(w);
+		rdmaq_writer_destroy(w);
+	}
+}
+
+/* A transport whose readers hold their credit lazily (verbs): refresh_credit
+ * fetches it.  Here the fetch finds the reader has read everything. */
+static int refreshes;
+
+static int fake_refresh_credit(struct rdmaq_writer *w)
+{
+	refreshes++;
+	__atomic_store_n(&w->credits[0].next_seq, w->next_seq, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* A full ring whose credit the transport can fetch: the put fetches it and
+ * goes through without waiting, and reports success. */
+static void test_a_full_ring_fetches_credit_before_waiting(void)
+{
+	struct rdmaq_writer_ops ops;
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_iovec iov = { .base = "x", .len = 1 };
+	uint32_t i;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	for (i = 0; i < base.slots; i++)
+		CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	ops = *w->ops;
+	ops.refresh_credit = fake_refresh_credit;
+	w->ops = &ops;
+	refreshes = 0;
+	/* no time to wait: only the fetched credit makes room */
+	CHECK(rdmaq_writer_put(w, &iov, 1, 0) == 0);
+	CHECK(refreshes == 1);
+	unpair(w, r);
+}
+
+/* A streamed message cut off by a timeout owes its ABORT record: try_put,
+ * which never emits it, declines until a put has sent it. */
+static void test_try_put_declines_while_an_abort_is_owed(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char big[8 * 1024], buf[8 * 1024];
+	struct rdmaq_iovec iov = { .base = big, .len = sizeof(big) };
+	struct rdmaq_iovec small = { .base = "y", .len = 1 };
+	uint64_t len;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	/* longer than the ring: part of it is sent, then the put times out */
+	CHECK(rdmaq_writer_put(w, &iov, 1, 1000000) == -ETIMEDOUT);
+	/* the reader takes what was sent (its credit frees the ring) and waits for the rest */
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 1000000) == -ETIMEDOUT);
+	CHECK(rdmaq_writer_try_put(w, &small, 1) == -EAGAIN);
+	CHECK(rdmaq_writer_put(w, &small, 1, SEC) == 0);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == -ECONNABORTED);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1 && buf[0] == 'y');
+	unpair(w, r);
+}
+
+int main(void)
+{
+	test_a_fork_child_counts_one_fork();
+	test_a_segment_that_cannot_be_mapped_fails_the_attach();
+	test_pid_1_can_be_watched();
+	test_drop_reader_marks_only_that_reader();
+	test_a_full_ring_fetches_credit_before_waiting();
+	test_try_put_declines_while_an_abort_is_owed();
+	return check_report("ring_edges");
+}

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A spin that loses its CPU, made up: the waiter's clock is frozen, and the
+ * condition moves it past the preemption gap (200 µs) at one look, as a
+ * thread descheduled there would see it.  What the waiter counts then is
+ * checked, never timed.  And deadlines at the clock's zero: passed already.  Linked with this file's rdmaq_cpu_busy(): the
+ * machine's load must not decide whether a wait spins here.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "busy.h"
+#include "check.h"
+#include "fake_endpoint.h"
+#include "wait.h"
+
+#define SPIN_MAX_NS 1000000U /* 1 ms */
+#define LOST_NS	    300000LL /* longer than the preemption gap */
+
+bool rdmaq_cpu_busy(int64_t now_ns)
+{
+	(void)now_ns;
+	return false;
+}
+
+static int busy_preempted_calls; /* what the spin told busy.c */
+
+void rdmaq_cpu_busy_preempted(int64_t now_ns)
+{
+	(void)now_ns;
+	busy_preempted_calls++;
+}
+
+/* The clock the waiter reads: the real one, or, while frozen_ns is set, that instant. */
+static int64_t frozen_ns;
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	static int (*real)(clockid_t, struct timespec *);
+
+	if (frozen_ns && id == CLOCK_MONOTONIC) {
+		*ts = (struct timespec){ .tv_sec = frozen_ns / 1000000000LL,
+					 .tv_nsec = frozen_ns % 1000000000LL };
+		return 0;
+	}
+	if (!real)
+		real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+	return real(id, ts);
+}
+
+/* At look `lost_at` the thread loses its CPU (the clock jumps); the message is
+ * there from look `due` (0: only a wake-up brings it). */
+struct message {
+	unsigned long looks, lost_at, due;
+	int landed;
+};
+
+static int message_landed(void *arg)
+{
+	struct message *m = arg;
+
+	if (++m->looks == m->lost_at)
+		frozen_ns += LOST_NS;
+	return m->landed || (m->due && m->looks >= m->due);
+}
+
+/* Blocking ends with the message: the writer's wake-up. */
+static int fake_block(void *ep, int64_t timeout_ns)
+{
+	(void)timeout_ns;
+	((struct message *)ep)->landed = 1;
+	return 0;
+}
+
+static const struct rdmaq_wait_ops fake_ops = FAKE_WAIT_OPS(fake_block);
+
+static struct message msg;
+static struct rdmaq_stats stats;
+
+static void waiter_init(struct rdmaq_waiter *wt)
+{
+	memset(&stats, 0, sizeof(stats));
+	rdmaq_waiter_init(wt, &fake_ops, &msg, SPIN_MAX_NS, &stats);
+	wt->slice.want_ns = 0; /* leave the scheduler alone */
+	wt->spin_ns = SPIN_MAX_NS;
+	busy_preempted_calls = 0;
+}
+
+/*
+ * A spin that loses its CPU before its message comes gives up and blocks: the
+ * preemption is counted (the reader's `preempted`) and told to busy.c, and the
+ * wait is a sleep, not a spin.
+ */
+static void test_a_spin_preempted_before_its_message_counts_a_preemption(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	msg = (struct message){ .lost_at = 10 };
+	frozen_ns = rdmaq_now_ns();
+	CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
+	frozen_ns = 0;
+	CHECK(stats.preempted == 1 && busy_preempted_calls == 1);
+	CHECK(stats.spins == 0 && stats.sleeps == 1);
+	CHECK(wt.spin_ns == RDMAQ_MIN_SPIN_NS);
+}
+
+/*
+ * A spin that finds its message only after losing its CPU counts both: one
+ * preemption, and one wait ended by the spin; its budget drops to the floor.
+ */
+static void test_a_spin_preempted_then_finding_its_message_counts_a_spin(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	msg = (struct message){ .lost_at = 10, .due = 10 };
+	frozen_ns = rdmaq_now_ns();
+	CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
+	frozen_ns = 0;
+	CHECK(stats.preempted == 1 && busy_preempted_calls == 1);
+	CHECK(stats.spins == 1 && stats.sleeps == 0);
+	CHECK(wt.spin_ns == RDMAQ_MIN_SPIN_NS);
+}
+
+/*
+ * A deadline is any instant of the clock from 0 on: one at 0 has passed, and a
+ * wait given it times out without blocking (only -1 means no deadline).
+ */
+static void test_a_deadline_at_clock_zero_has_passed(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	msg = (struct message){ 0 };
+	CHECK(rdmaq_wait(&wt, message_landed, &msg, 0) == -ETIMEDOUT);
+	CHECK(stats.sleeps == 0 && !msg.landed);
+}
+
+/*
+ * A nap never runs past the wait's deadline: with a deadline before the
+ * predicted window (here the earliest there is, clock zero) the window is
+ * left to the wait, and no nap is taken.
+ */
+static void test_a_deadline_before_the_window_takes_no_nap(void)
+{
+	struct rdmaq_cad_window win;
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+	int64_t stamp[20];
+
+	waiter_init(&wt);
+	wt.spin_max_ns = wt.spin_ns = 0;
+	msg = (struct message){ 0 };
+	frozen_ns = rdmaq_now_ns();
+	/* a writer stamping every 95 or 105 ms, the last 20 ms ago: the next is ~80 ms away */
+	stamp[19] = frozen_ns - 20000000LL;
+	for (int i = 19; i > 0; i--)
+		stamp[i - 1] = stamp[i] - (i % 2 ? 95000000LL : 105000000LL);
+	rdmaq_cadence_init(&cad);
+	for (int i = 0; i < 20; i++)
+		rdmaq_cadence_observe(&cad, stamp[i], stamp[i]);
+	CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_landed, &msg, 0, &win) == 1);
+	frozen_ns = 0;
+	CHECK(stats.naps == 0 && !msg.landed);
+}
+
+int main(void)
+{
+	test_a_spin_preempted_before_its_message_counts_a_preemption();
+	test_a_spin_preempted_then_finding_its_message_counts_a_spin();
+	test_a_deadline_at_clock_zero_has_passed();
+	test_a_deadline_before_the_window_takes_no_nap();
+	return check_report("spin_preempted");
+}
