@@ -77,7 +77,8 @@ VLLM_PY = "rdmaq/vllm/*"  # tested in the vllm tier's venv-mq
 
 # The test universe: what the core tier runs, and the vLLM adapter's tests in venv-mq.
 SUITE_TESTS = ["tests/core", "tests/cli", "tests/doctor"]
-VLLM_TESTS = ["tests/vllm/test_queue.py", "tests/vllm/test_upstream_adapted.py", "tests/vllm/test_placement.py"]
+VLLM_TESTS = ["tests/vllm/test_queue.py", "tests/vllm/test_upstream_adapted.py", "tests/vllm/test_placement.py",
+              "tests/vllm/test_adapter_edges.py"]
 PYTEST = ["-p", "no:cacheprovider", "--transport", "shm"]
 DESELECT = [
     # volume: 20,000 to 400,000 messages, behaviour that test_framing, test_flow_control

@@ -1,0 +1,322 @@
+"""Edges of the vLLM adapter that test_queue.py's contract tests pass by: the ring size's
+bounds, a drop-in's defaults, setup cancelled and placement's fallback, the process-group
+factories' other paths (a stateless group's reader, an external writer handle), closing and
+the stats of forked and exiting processes, spin_until_readable at its deadline, the reader's
+seat as a value.  Needs vLLM importable (the vllm tier's venv-mq)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import logging
+import multiprocessing
+import os
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("vllm")
+
+from observe import in_thread  # noqa: E402
+from rdmaq.vllm import _geometry  # noqa: E402
+from rdmaq.vllm import queue as rq  # noqa: E402
+from rdmaq.vllm.placement import Seat, seat  # noqa: E402
+from rdmaq.vllm.queue import RdmaqMessageQueue, VllmMessageQueue  # noqa: E402
+
+MQ = RdmaqMessageQueue
+FORK = multiprocessing.get_context("fork")
+_held: list = []  # queues referenced from here alone (see the forked children below)
+
+
+@pytest.fixture(autouse=True)
+def _loopback(monkeypatch):
+    monkeypatch.setenv("VLLM_HOST_IP", "127.0.0.1")
+    monkeypatch.delenv("RDMAQ_VLLM_REMOTE", raising=False)
+    monkeypatch.delenv("RDMAQ_VLLM_STATS_DIR", raising=False)
+    monkeypatch.delenv("RDMAQ_VLLM_RING_BYTES", raising=False)
+
+
+def _pair():
+    w = MQ(1, 1, connect_ip="127.0.0.1", max_chunk_bytes=1 << 20, max_chunks=4)
+    r = MQ.create_from_handle(w.export_handle(), 0)
+    t = threading.Thread(target=w.wait_until_ready)
+    t.start()
+    r.wait_until_ready()
+    t.join(timeout=30)
+    assert not t.is_alive()
+    return w, r
+
+
+# ------------------------------------------------------------------ ring size
+def test_the_default_ring_holds_4_mib_also_in_4_kib_slots():
+    """Without RDMAQ_VLLM_RING_BYTES the ring is capped at exactly 4 MiB: small chunks
+    (4 KiB slots) asking for more get 1024 slots, no more."""
+    slot, slots = _geometry.ring_geometry(6000, 1000)
+    assert (slot, slots) == (4096, 1024)
+    assert slot * slots == 4 << 20
+
+
+def test_ring_bytes_may_be_as_small_as_one_4_kib_slot(monkeypatch):
+    """RDMAQ_VLLM_RING_BYTES's floor is the smallest slot, 4096 bytes, inclusive: 4096 is a
+    valid setting and 4095 is refused with the floor in the message."""
+    monkeypatch.setenv("RDMAQ_VLLM_RING_BYTES", "4096")
+    assert _geometry.ring_geometry(100, 1) == (4096, 8)
+    monkeypatch.setenv("RDMAQ_VLLM_RING_BYTES", "4095")
+    with pytest.raises(ValueError, match="must be >= 4096, not 4095"):
+        _geometry.ring_geometry(100, 1)
+
+
+def test_a_queue_built_without_max_chunk_bytes_sizes_its_ring_for_vllms_default(monkeypatch):
+    """A drop-in keeps vLLM's constructor defaults: without max_chunk_bytes the ring is sized
+    for vLLM's default chunk (24 MiB), visible when the ring cap does not hide it."""
+    default = inspect.signature(VllmMessageQueue.__init__).parameters["max_chunk_bytes"].default
+    monkeypatch.setenv("RDMAQ_VLLM_RING_BYTES", str(1 << 30))
+    w = MQ(1, 1, max_chunks=1, connect_ip="127.0.0.1")
+    try:
+        st = w.rdmaq_stats()
+        assert (st["slot_bytes"], st["slots"]) == _geometry.ring_geometry(default, 1)
+    finally:
+        w.shutdown()
+
+
+# ---------------------------------------------------------- setup, placement
+def test_a_writer_shut_down_while_waiting_for_its_remote_readers_is_cancelled():
+    """wait_until_ready is collective; a writer whose remote readers never come is released
+    by shutdown() from another thread with vLLM's RuntimeError("cancelled")."""
+    w = MQ(1, 0, connect_ip="127.0.0.1")  # one remote reader, over ZMQ, that never subscribes
+    th, box = in_thread(w.wait_until_ready)
+    w.shutdown()
+    th.join(timeout=60)
+    assert not th.is_alive()
+    assert isinstance(box.get("error"), RuntimeError) and str(box["error"]) == "cancelled", box
+
+
+def test_remote_readers_without_ranks_in_ring_mode_go_over_zmq_and_the_log_says_why(
+        monkeypatch, caplog):
+    """RDMAQ_VLLM_REMOTE=ring with two remote readers whose ranks the writer is not told: the
+    ring cannot seat them, so they read over ZMQ, and the writer's log gives the reason."""
+    monkeypatch.setenv("RDMAQ_VLLM_REMOTE", "ring")
+    with caplog.at_level(logging.INFO, logger="vllm.rdmaq"):
+        w = MQ(3, 1, connect_ip="127.0.0.1")
+    try:
+        assert "rdmaq: 2 remote readers without known ranks use ZMQ TCP" in caplog.text
+        h = w.export_handle()
+        assert h.ring_remote_ranks is None and h.remote_subscribe_addr is not None
+        assert w.rdmaq_stats()["remote"] == "zmq"
+    finally:
+        w.shutdown()
+
+
+# ------------------------------------------------------------ process groups
+class _Group:
+    """What create_from_process_group uses of a StatelessProcessGroup, one rank's side: its
+    rank, the world's size, and a broadcast that keeps what is sent and gives the receiver
+    ``received`` (what the writer's rank sent)."""
+
+    def __init__(self, rank, world_size, received=None):
+        self.rank, self.world_size, self.received, self.sent = rank, world_size, received, []
+
+    def broadcast_obj(self, obj, src):
+        if obj is None:
+            return self.received
+        self.sent.append((obj, src))
+        return obj
+
+
+@pytest.fixture
+def one_node(monkeypatch):
+    import vllm.distributed.parallel_state as ps
+
+    monkeypatch.setattr(ps, "in_the_same_node_as", lambda pg, source_rank=0: [True] * pg.world_size)
+
+
+def test_a_stateless_groups_reader_rank_reads_the_queue_whose_handle_it_received(one_node):
+    """A reader rank of a StatelessProcessGroup takes the writer's handle from the group's
+    broadcast and reads that queue."""
+    w = MQ.create_from_process_group(_Group(0, 2), 1 << 20, 4, writer_rank=0, blocking=False)
+    r = MQ.create_from_process_group(_Group(1, 2, received=w.export_handle()), 1 << 20, 4,
+                                     writer_rank=0, blocking=False)
+    try:
+        th, box = in_thread(w.wait_until_ready)
+        r.wait_until_ready()
+        th.join(timeout=30)
+        assert not th.is_alive() and "error" not in box, box
+        w.enqueue({"step": 1})
+        assert r.dequeue(timeout=10) == {"step": 1}
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+def test_with_an_external_writer_handle_the_writer_rank_reads_that_queue_and_passes_it_on(
+        one_node):
+    """external_writer_handle: the queue was built elsewhere; the group's writer rank does not
+    build one but reads the external queue at its own seat and broadcasts its handle."""
+    external = MQ(2, 2, local_reader_ranks=[0, 1], connect_ip="127.0.0.1",
+                  max_chunk_bytes=1 << 20, max_chunks=4)
+    group = _Group(0, 2)
+    mine = MQ.create_from_process_group(group, 1 << 20, 4, writer_rank=0,
+                                        external_writer_handle=external.export_handle(),
+                                        blocking=False)
+    other = MQ.create_from_handle(external.export_handle(), 1)
+    try:
+        assert group.sent == [(external.export_handle(), 0)]
+        assert not mine._is_writer and mine.local_reader_rank == 0
+        th, box = in_thread(external.wait_until_ready)
+        mine.wait_until_ready()
+        other.wait_until_ready()
+        th.join(timeout=30)
+        assert not th.is_alive() and "error" not in box, box
+        external.enqueue("to both")
+        assert (mine.dequeue(timeout=10), other.dequeue(timeout=10)) == ("to both", "to both")
+    finally:
+        for mq in (other, mine, external):
+            mq.shutdown()
+
+
+# ------------------------------------------------------------------- closing
+class _Endpoint:
+    def __init__(self, fails):
+        self.fails, self.closed = fails, False
+
+    def close(self):
+        if self.fails:
+            raise OSError("cannot close")
+        self.closed = True
+
+
+def test_the_finalizer_closes_the_other_endpoints_when_one_refuses(caplog):
+    """A queue's finalizer runs at garbage collection, where an exception is only printed: one
+    endpoint that fails to close leaves the next ones closed, nothing is raised, and the
+    failure is in the debug log."""
+    bad, good = _Endpoint(fails=True), _Endpoint(fails=False)
+    with caplog.at_level(logging.DEBUG, logger="vllm.rdmaq"):
+        rq._close_endpoints(os.getpid(), [bad, good])
+    assert good.closed and not bad.closed
+    assert "failed: cannot close" in caplog.text
+
+
+def _exit_without_shutdown(out):
+    _held[:] = _pair()  # held until the process ends, as a vLLM worker holds its queues
+    _held[0].enqueue("one")
+    out.put(_held[1].dequeue(timeout=10))
+    # returns: multiprocessing's child leaves through os._exit(), past atexit
+
+
+def test_a_multiprocessing_child_leaving_without_shutdown_writes_its_final_stats(
+        monkeypatch, tmp_path):
+    """vLLM's workers are multiprocessing children that may exit without shutting their
+    queues down: their last numbers are still written, marked final."""
+    monkeypatch.setenv("RDMAQ_VLLM_STATS_DIR", str(tmp_path))
+    monkeypatch.setenv("RDMAQ_VLLM_STATS_INTERVAL", "3600")  # the child's rewriter: the final record only
+    out = FORK.Queue()
+    p = FORK.Process(target=_exit_without_shutdown, args=(out,))
+    p.start()
+    assert out.get(timeout=60) == "one"
+    p.join(timeout=60)
+    assert p.exitcode == 0
+    records = [json.loads(f.read_text()) for f in tmp_path.glob(f"rdmaq-stats-{p.pid}-*.json")]
+    assert sorted((r["role"], r["messages"], r["final"]) for r in records) == [
+        ("local reader", 1, True), ("writer", 1, True)]
+
+
+def _shut_inherited_down(stats_dir, out):
+    for mq in _held:
+        mq.shutdown()
+    mine = [f.name for f in stats_dir.glob("*.json") if json.loads(f.read_text())["pid"] == os.getpid()]
+    out.put(mine)
+
+
+def test_a_forked_child_shutting_an_inherited_queue_down_writes_no_stats_and_leaves_it_open(
+        monkeypatch, tmp_path):
+    """vLLM forks processes that inherit the parent's queues: the child's shutdown() of them
+    records nothing (the traffic was the parent's) and the parent's queue keeps working."""
+    monkeypatch.setenv("RDMAQ_VLLM_STATS_DIR", str(tmp_path))
+    _held[:] = _pair()
+    try:
+        out = FORK.Queue()
+        p = FORK.Process(target=_shut_inherited_down, args=(tmp_path, out))
+        p.start()
+        assert out.get(timeout=60) == []  # the child's records, read in the child
+        p.join(timeout=60)
+        assert p.exitcode == 0
+        _held[0].enqueue("still open")
+        assert _held[1].dequeue(timeout=10) == "still open"
+    finally:
+        for mq in reversed(_held):
+            mq.shutdown()
+        _held.clear()
+
+
+def test_stats_name_the_process_by_its_title_when_setproctitle_is_there(monkeypatch):
+    """vLLM names its processes with setproctitle (VLLM::Worker_TP0...): the stats record
+    that title, which says more than the command line."""
+    import sys
+    import types
+
+    from rdmaq.vllm import _stats
+
+    fake = types.ModuleType("setproctitle")
+    fake.getproctitle = lambda: "VLLM::Worker_TP1"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "setproctitle", fake)
+    assert _stats._process_title() == "VLLM::Worker_TP1"
+
+
+# ------------------------------------------------------- spin_until_readable
+def test_spin_until_readable_past_its_deadline_looks_without_waiting():
+    """A deadline already passed: one look at the ring that does not block (timeout 0), not
+    a wait of READABLE_WAIT_S beyond the caller's deadline."""
+    w, r = _pair()
+    try:
+        asked = []
+        take = r._take
+        r._take = lambda timeout: asked.append(timeout) or take(timeout)
+        r.spin_until_readable([], time.monotonic() - 1.0)
+        assert asked == [0.0]
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+# ---------------------------------------------------------------------- seat
+def test_a_seat_is_an_immutable_value():
+    """Where a rank reads is a value: equal seats hash alike (usable as keys) and a seat
+    cannot be changed after placement."""
+    s = seat(1, [0, 1], None, has_zmq=False)
+    assert {s: "x"}[Seat("local", 1)] == "x"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.index = 0  # type: ignore[misc]
+
+
+# ----------------------------------------------------------------------- fork
+def _drop_inherited(out):
+    import gc
+    import weakref
+
+    refs = [weakref.ref(mq) for mq in _held]
+    _held.clear()
+    gc.collect()
+    out.put("dropped" if all(ref() is None for ref in refs) else "still referenced")
+
+
+def test_a_forked_child_dropping_inherited_queues_leaves_the_parents_open():
+    """A forked child inherits the parent's queues (vLLM forks its workers); when the child
+    drops them, their finalizers run there and must leave the parent's ring working."""
+    _held[:] = _pair()
+    try:
+        out = FORK.Queue()
+        p = FORK.Process(target=_drop_inherited, args=(out,))
+        p.start()
+        assert out.get(timeout=60) == "dropped"
+        p.join(timeout=60)
+        assert p.exitcode == 0
+        assert not _held[0]._writer._closed and not _held[1]._reader._closed
+        _held[0].enqueue({"after": "fork"})
+        assert _held[1].dequeue(timeout=10) == {"after": "fork"}
+    finally:
+        for mq in reversed(_held):
+            mq.shutdown()
+        _held.clear()
