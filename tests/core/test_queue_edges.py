@@ -87,3 +87,63 @@ def test_a_wait_without_a_window_runs_no_warm_up():
         w.put(b"one", timeout=TIMEOUT)
         assert r.get(timeout=TIMEOUT) == b"one"
         assert calls == []
+
+
+def _handler_runs_as_it_starts(monkeypatch, endpoint, method, handler):
+    """``handler`` runs as ``endpoint``'s ``method`` starts inside a call, where a signal
+    handler can run (as a Python function starts: tests/inject.py), once; what it
+    raises comes out of the interrupted call, as a signal handler's exception does."""
+    original = getattr(endpoint, method)
+
+    def interrupted(*args, **kwargs):
+        monkeypatch.setattr(endpoint, method, original)
+        handler()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(endpoint, method, interrupted)
+
+
+@pytest.mark.parametrize("kind", ["reader", "writer"])
+def test_a_call_from_a_handler_inside_a_call_on_the_same_endpoint_is_refused(monkeypatch, kind):
+    """The endpoint is not reentrant: a handler's call on the endpoint whose call it
+    interrupted raises RuntimeError (no deadlock, no second call inside the first);
+    the interrupted call then raises it, having done nothing, and the endpoint works."""
+    with rdmaq.Writer(1, transport="shm") as w, rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=TIMEOUT)
+        w.put(b"first", timeout=TIMEOUT)
+        if kind == "reader":
+            _handler_runs_as_it_starts(monkeypatch, r, "_get_locked", lambda: r.get(timeout=0))
+            outer = lambda: r.get(timeout=SHORT_S)  # noqa: E731
+        else:
+            _handler_runs_as_it_starts(monkeypatch, w, "_wait_ready_locked", lambda: w.put(b"inner", timeout=0))
+            outer = lambda: w.put(b"outer", timeout=SHORT_S)  # noqa: E731
+        with pytest.raises(RuntimeError, match=f"called while this thread's call on this {kind} is under way"):
+            outer()
+        w.put(b"second", timeout=SHORT_S)
+        assert r.get(timeout=SHORT_S) == b"first"
+        assert r.get(timeout=SHORT_S) == b"second"
+
+
+def test_a_long_message_the_writer_gave_up_while_a_reader_read_it_is_dropped():
+    """A message longer than the reader's scratch buffer (read into a buffer of its
+    own) that the writer abandoned part way (its put timed out: another reader read
+    nothing) is dropped by the readers that had started it: their get returns the
+    next message, whole."""
+    large = bytes(i % 251 for i in range(300 * 1024))  # > the 256 KiB scratch, > the ring
+    with rdmaq.Writer(2, transport="shm", slot_bytes=4096, slots=16) as w, \
+            rdmaq.Reader(w.handle, 0) as a, rdmaq.Reader(w.handle, 1) as b:
+        w.wait_ready(timeout=TIMEOUT)
+        with pytest.raises(TimeoutError):
+            w.put(large, timeout=0.2)  # the ring fills with its start: nobody reads yet
+        got = {}
+        threads = [threading.Thread(target=lambda r=r: got.__setitem__(r.index, r.get(timeout=SHORT_S)))
+                   for r in (a, b)]
+        for t in threads:
+            t.start()
+        w.put(b"next", timeout=SHORT_S)  # its ABORT record first, once the readers make room
+        for t in threads:
+            t.join(TIMEOUT)
+        assert got == {0: b"next", 1: b"next"}
+        w.put(b"after", timeout=SHORT_S)
+        assert a.get(timeout=SHORT_S) == b"after"
+        assert b.get(timeout=SHORT_S) == b"after"
