@@ -110,6 +110,36 @@ def test_remote_readers_without_ranks_in_ring_mode_go_over_zmq_and_the_log_says_
         w.shutdown()
 
 
+@pytest.mark.parametrize("frames", [[b"a message"], [b"READY", b"and more"]],
+                         ids=["another message", "READY with more frames"])
+def test_a_remote_reader_whose_writer_sends_anything_but_ready_first_says_so(frames):
+    """The ZMQ handshake: each remote reader subscribes, then the writer sends READY, one frame;
+    a reader that gets anything else first raises instead of taking it for the stream's start."""
+    w = MQ(1, 0, connect_ip="127.0.0.1")
+    r = MQ.create_from_handle(w.export_handle(), -1)
+    try:
+        sock = w._remote.socket
+        assert sock.poll(30_000), "the remote reader never subscribed"
+        sock.recv()  # its subscription
+        sock.send_multipart(frames)
+        with pytest.raises(RuntimeError, match=f"expected READY from the writer, got {len(frames)} frame"):
+            r.wait_until_ready()
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+def test_rdmaq_vllm_gives_the_queue_classes_by_name_and_refuses_other_names():
+    """``from rdmaq.vllm import MessageQueue`` is the adapter's queue (imported on first use,
+    so that the plugin's import does not import vLLM); another name is an AttributeError."""
+    import rdmaq.vllm
+
+    assert rdmaq.vllm.MessageQueue is RdmaqMessageQueue
+    assert rdmaq.vllm.RdmaqHandle is rq.RdmaqHandle and rdmaq.vllm.Handle is rq.RdmaqHandle
+    with pytest.raises(AttributeError, match="module 'rdmaq.vllm' has no attribute 'Queue'"):
+        rdmaq.vllm.Queue  # noqa: B018
+
+
 # ------------------------------------------------------------ process groups
 class _Group:
     """What create_from_process_group uses of a StatelessProcessGroup, one rank's side: its
