@@ -692,9 +692,8 @@ class Reader(_Endpoint):
         keeps its place, a short one's start stays in the scratch buffer, a long one's
         in ``_partial``."""
         lib, ffi = self._lib, self._ffi
-        if self._scratch is None:
-            self._scratch = _Scratch(ffi)
         s = self._scratch
+        assert s is not None  # made by the get's first look, which precedes any partial message
         s.msg_len[0] = 0
         self._into = None
         rc = self._call(lib.rdmaq_reader_recv, self._ptr, s.c_buf, SCRATCH_BYTES, s.msg_len,

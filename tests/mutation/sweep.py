@@ -128,7 +128,12 @@ def load_reasons():
         return {}
     with open(REASONS, "rb") as f:
         doc = tomllib.load(f)
-    return {r["id"]: r for r in doc.get("mutant", [])}
+    reasons: dict[str, dict] = {}
+    for r in doc.get("mutant", []):
+        if r["id"] in reasons:  # two judgements of one mutant: the later would win unseen
+            raise SystemExit(f"{REASONS}: {r['id']} is listed twice")
+        reasons[r["id"]] = r
+    return reasons
 
 
 # ------------------------------------------------------------------ running tests
