@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +23,7 @@
 #include "check.h"
 #include "rdmaq_shm.h"
 #include "ring.h"
+#include "schedstat.h"
 #include "shm_proc.h"
 
 #define SEC 1000000000LL
@@ -231,6 +235,83 @@ static void test_try_put_declines_while_an_abort_is_owed(void)
 	unpair(w, r);
 }
 
+/* A forked child's close of its parent's reader is a success (0) that leaves the
+ * parent's reader reading: the child tells the writer nothing. */
+static void test_a_fork_child_closes_the_parents_reader_with_0(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	int status = -1;
+	pid_t pid;
+
+	if (pair(&w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		int ret = rdmaq_reader_close(r);
+
+		rdmaq_reader_destroy(r);
+		rdmaq_writer_destroy(w);
+		exit(ret == 0 ? 0 : 3); /* exit(): coverage is written */
+	}
+	CHECK(pid > 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	unpair(w, r);
+}
+
+/* A segment that cannot be opened for another reason than its absence (here no
+ * descriptor left) is an error, not "not stale". */
+static void test_segment_stale_reports_an_open_failure(void)
+{
+	struct rlimit old, low;
+	int ret;
+
+	CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+	low = old;
+	low.rlim_cur = 3; /* 0, 1 and 2 are taken */
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	ret = rdmaq_shm_segment_stale("rdmaq-no-such-segment");
+	CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+	CHECK(ret == -EMFILE);
+	CHECK(says("cannot open"));
+	CHECK(rdmaq_shm_segment_stale("rdmaq-no-such-segment") == 0);
+}
+
+/* The thread's schedstat is read even when its file opens as descriptor 0. */
+static void test_schedstat_reads_through_descriptor_0(void)
+{
+	uint64_t ran = 0, delayed = 0, slices = 0;
+	int saved = dup(0);
+	bool ok;
+
+	CHECK(saved > 0);
+	close(0);
+	ok = rdmaq_thread_schedstat(&ran, &delayed, &slices);
+	CHECK(dup2(saved, 0) == 0);
+	close(saved);
+	CHECK(ok);
+	CHECK(ran > 0);
+}
+
+/* The schedstat is the file's, from its first character: the on-CPU time read
+ * after a look at the file is no less than that look found. */
+static void test_schedstat_reads_the_whole_first_field(void)
+{
+	uint64_t before = 0, ran = 0, delayed = 0, slices = 0;
+	FILE *f = fopen("/proc/thread-self/schedstat", "r");
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	CHECK(fscanf(f, "%" SCNu64, &before) == 1);
+	fclose(f);
+	CHECK(rdmaq_thread_schedstat(&ran, &delayed, &slices));
+	CHECK(before > 0 && ran >= before);
+}
+
 int main(void)
 {
 	test_a_fork_child_counts_one_fork();
@@ -239,5 +320,9 @@ int main(void)
 	test_drop_reader_marks_only_that_reader();
 	test_a_full_ring_fetches_credit_before_waiting();
 	test_try_put_declines_while_an_abort_is_owed();
+	test_a_fork_child_closes_the_parents_reader_with_0();
+	test_segment_stale_reports_an_open_failure();
+	test_schedstat_reads_through_descriptor_0();
+	test_schedstat_reads_the_whole_first_field();
 	return check_report("ring_edges");
 }

@@ -55,6 +55,7 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 struct message {
 	unsigned long looks, lost_at, due;
 	int landed;
+	int64_t lost_ns; /* how far the clock jumps (0: LOST_NS) */
 };
 
 static int message_landed(void *arg)
@@ -62,7 +63,7 @@ static int message_landed(void *arg)
 	struct message *m = arg;
 
 	if (++m->looks == m->lost_at)
-		frozen_ns += LOST_NS;
+		frozen_ns += m->lost_ns ? m->lost_ns : LOST_NS;
 	return m->landed || (m->due && m->looks >= m->due);
 }
 
@@ -126,6 +127,23 @@ static void test_a_spin_preempted_then_finding_its_message_counts_a_spin(void)
 }
 
 /*
+ * A gap of exactly the preemption gap (200 µs) before the spin finds its
+ * message is no preemption: only a longer one is counted.
+ */
+static void test_a_spin_found_after_exactly_the_gap_is_not_preempted(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	msg = (struct message){ .lost_at = 10, .due = 10, .lost_ns = 200000 };
+	frozen_ns = rdmaq_now_ns();
+	CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
+	frozen_ns = 0;
+	CHECK(stats.preempted == 0 && busy_preempted_calls == 0);
+	CHECK(stats.spins == 1 && stats.sleeps == 0);
+}
+
+/*
  * A deadline is any instant of the clock from 0 on: one at 0 has passed, and a
  * wait given it times out without blocking (only -1 means no deadline).
  */
@@ -172,6 +190,7 @@ int main(void)
 {
 	test_a_spin_preempted_before_its_message_counts_a_preemption();
 	test_a_spin_preempted_then_finding_its_message_counts_a_spin();
+	test_a_spin_found_after_exactly_the_gap_is_not_preempted();
 	test_a_deadline_at_clock_zero_has_passed();
 	test_a_deadline_before_the_window_takes_no_nap();
 	return check_report("spin_preempted");
