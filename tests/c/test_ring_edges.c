@@ -8,12 +8,11 @@
  * a transport behaviour (a dead reader, a credit fetch) must be made up.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/types.h>
