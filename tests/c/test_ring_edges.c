@@ -311,6 +311,38 @@ static void test_schedstat_reads_the_whole_first_field(void)
 	CHECK(before > 0 && ran >= before);
 }
 
+/* A reader that attached, closed and exited before the queue was ready is no dead
+ * peer: it said goodbye, and the writer's wait_ready succeeds without it. */
+static void test_a_reader_closed_and_gone_before_ready_does_not_fail_the_writer(void)
+{
+	struct rdmaq_writer *w;
+	int status = -1;
+	pid_t pid;
+
+	if (rdmaq_shm_writer_create(&w, &base)) {
+		CHECK(!"writer");
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		struct rdmaq_reader *r;
+		int ok = rdmaq_shm_reader_attach(&r, rdmaq_shm_writer_name(w), 0, 0) == 0;
+
+		if (ok) {
+			ok = rdmaq_reader_close(r) == 0;
+			rdmaq_reader_destroy(r);
+		}
+		rdmaq_writer_destroy(w);
+		exit(ok ? 0 : 3); /* exit(): coverage is written */
+	}
+	CHECK(pid > 0);
+	CHECK(waitpid(pid, &status, 0) == pid); /* reaped: its pid is no process now */
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(rdmaq_writer_wait_ready(w, SEC) == 0);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
 int main(void)
 {
 	test_a_fork_child_counts_one_fork();
@@ -323,5 +355,6 @@ int main(void)
 	test_segment_stale_reports_an_open_failure();
 	test_schedstat_reads_through_descriptor_0();
 	test_schedstat_reads_the_whole_first_field();
+	test_a_reader_closed_and_gone_before_ready_does_not_fail_the_writer();
 	return check_report("ring_edges");
 }
