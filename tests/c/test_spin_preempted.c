@@ -186,12 +186,89 @@ static void test_a_deadline_before_the_window_takes_no_nap(void)
 	CHECK(stats.naps == 0 && !msg.landed);
 }
 
+/* An endpoint whose peer is dead; its block sleeps a whole peer-check period,
+ * after which the message lands (looked at twice after the wake-up: the
+ * wake-up's own look misses it, the peer check's finds it). */
+static int dead_prepares, looks_after_block, woke;
+
+static int dead_prepare(void *ep)
+{
+	(void)ep;
+	dead_prepares++;
+	return 0;
+}
+
+static int dead_peer(void *ep)
+{
+	(void)ep;
+	return -EPIPE;
+}
+
+static int period_block(void *ep, int64_t timeout_ns)
+{
+	(void)ep;
+	(void)timeout_ns;
+	frozen_ns += RDMAQ_PEER_CHECK_NS;
+	woke = 1;
+	return 0;
+}
+
+static int lands_after_the_wakeups_look(void *arg)
+{
+	(void)arg;
+	return woke && ++looks_after_block >= 2;
+}
+
+static const struct rdmaq_wait_ops dead_ops = {
+	.prepare = dead_prepare,
+	.block = period_block,
+	.finish = fake_finish,
+	.check_peer = dead_peer,
+};
+
+/* Data already in the ring wins over a dead peer: the peer check looks at the
+ * ring first, and returns the message rather than the peer's death. */
+static void test_a_message_found_at_the_peer_check_wins_over_a_dead_peer(void)
+{
+	struct rdmaq_waiter wt;
+
+	memset(&stats, 0, sizeof(stats));
+	rdmaq_waiter_init(&wt, &dead_ops, NULL, 0, &stats);
+	wt.slice.want_ns = 0;
+	wt.spin_max_ns = wt.spin_ns = 0;
+	woke = looks_after_block = 0;
+	frozen_ns = rdmaq_now_ns();
+	CHECK(rdmaq_wait(&wt, lands_after_the_wakeups_look, NULL, -1) == 0);
+	frozen_ns = 0;
+	CHECK(looks_after_block == 2 && stats.sleeps == 1);
+}
+
+/* A waiter cancelled (its endpoint closed) before the wait returns -ECANCELED
+ * after its one look: it neither spins its budget nor announces a sleep. */
+static void test_a_cancelled_waiter_returns_without_spinning_or_sleeping(void)
+{
+	struct rdmaq_waiter wt;
+
+	memset(&stats, 0, sizeof(stats));
+	rdmaq_waiter_init(&wt, &dead_ops, NULL, SPIN_MAX_NS, &stats);
+	wt.slice.want_ns = 0;
+	wt.spin_ns = SPIN_MAX_NS;
+	wt.cancelled = 1;
+	msg = (struct message){ 0 };
+	dead_prepares = 0;
+	CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == -ECANCELED);
+	CHECK(msg.looks == 1 && dead_prepares == 0);
+	CHECK(stats.spins == 0 && stats.sleeps == 0);
+}
+
 int main(void)
 {
 	test_a_spin_preempted_before_its_message_counts_a_preemption();
 	test_a_spin_preempted_then_finding_its_message_counts_a_spin();
 	test_a_spin_found_after_exactly_the_gap_is_not_preempted();
 	test_a_deadline_at_clock_zero_has_passed();
+	test_a_message_found_at_the_peer_check_wins_over_a_dead_peer();
+	test_a_cancelled_waiter_returns_without_spinning_or_sleeping();
 	test_a_deadline_before_the_window_takes_no_nap();
 	return check_report("spin_preempted");
 }
