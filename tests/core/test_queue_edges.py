@@ -1,6 +1,7 @@
 """Edges of rdmaq/queue.py that the broader suites do not reach: how the endpoint's
 lock is let go after a held exception or a writer's reader query, and when a
 reader's warm-up runs."""
+import dataclasses
 import threading
 
 import pytest
@@ -238,3 +239,41 @@ def test_a_get_timing_out_inside_a_long_message_raises_and_the_next_get_returns_
         reader_b.join(TIMEOUT)
         writer.join(TIMEOUT)
         assert got_b == [large]
+
+
+class _InterruptsOnce:
+    """Its unpickling raises KeyboardInterrupt the first time (a Ctrl-C while the
+    message's objects load), and succeeds after."""
+    interrupted = False
+
+    def __reduce__(self):
+        return (_rebuild, ())
+
+
+def _rebuild():
+    if not _InterruptsOnce.interrupted:
+        _InterruptsOnce.interrupted = True
+        raise KeyboardInterrupt
+    return "loaded"
+
+
+def test_a_recv_interrupted_while_loading_lets_go_of_the_reader_and_keeps_the_message():
+    """A KeyboardInterrupt while the message's objects load must release the reader's
+    lock: the next recv returns the kept message instead of waiting on a lock."""
+    _InterruptsOnce.interrupted = False
+    with rdmaq.Writer(1, transport="shm") as w, rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=TIMEOUT)
+        w.send(_InterruptsOnce(), timeout=SHORT_S)
+        with pytest.raises(KeyboardInterrupt):
+            r.recv(timeout=SHORT_S)
+        assert r.recv(timeout=SHORT_S) == "loaded"
+
+
+def test_a_handle_whose_version_is_not_an_int_is_a_type_error():
+    """A version of the wrong type (a str "1") is a TypeError naming it, not the
+    ValueError of a version from another release."""
+    with rdmaq.Writer(1, transport="shm") as w:
+        h = w.handle
+        bad = dataclasses.replace(h, version=str(h.version))
+        with pytest.raises(TypeError, match="handle version must be an int, got str"):
+            rdmaq.Reader(bad, 0)
