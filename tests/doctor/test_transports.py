@@ -5,6 +5,7 @@ writable; a VM is one whose CPU flags say hypervisor, and an unreadable
 import builtins
 import io
 import os
+import threading
 
 from rdmaq import doctor
 
@@ -58,3 +59,50 @@ def test_cpu_flags_without_hypervisor_say_no_vm(monkeypatch):
 def test_an_unreadable_cpuinfo_says_no_vm(monkeypatch):
     """Unknown is reported as no VM (the advice for VMs is not given on a guess)."""
     assert _cpuinfo(monkeypatch, None) is False
+
+
+def test_scheduler_says_why_a_thread_cannot_have_a_short_slice():
+    """Where the probe fails (a SCHED_IDLE thread has no slice to shorten) the report
+    carries the C core's reason, not just False."""
+    out = []
+
+    def idle_thread():
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        out.append(doctor.scheduler())
+    t = threading.Thread(target=idle_thread)
+    t.start()
+    t.join()
+    assert out[0]["short_slice"] is False
+    assert out[0]["short_slice_why"] == f"this thread's policy is {os.SCHED_IDLE}, not SCHED_OTHER"
+
+
+def _quota(monkeypatch, cpu_max):
+    """cpu_quota() in a cgroup /box whose cpu.max reads ``cpu_max``."""
+    def fake_open(path, *a, **kw):
+        if path == "/proc/self/cgroup":
+            return io.StringIO("0::/box\n")
+        return REAL_OPEN(path, *a, **kw)
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(doctor.sysfs, "read",
+                        lambda p: cpu_max if p == "/sys/fs/cgroup/box/cpu.max" else None)
+    return doctor.cpu_quota()
+
+
+def test_a_cpu_max_without_exactly_two_fields_is_no_quota(monkeypatch):
+    """cpu.max is "QUOTA PERIOD"; a line of another shape is not read as a quota."""
+    assert _quota(monkeypatch, "50000 100000") == 0.5
+    assert _quota(monkeypatch, "50000 100000 7") is None
+
+
+def test_the_report_names_where_it_searched_for_vllm_leftovers():
+    """The JSON report itself lists the folders searched, so a reader of it knows
+    where "none" was looked for."""
+    from rdmaq.vllm import leftovers
+    assert doctor.collect()["vllm_leftovers_searched"] == leftovers.places()
+
+
+def test_the_rendered_report_heads_the_transports_with_their_title():
+    """The transports' lines follow a "Transports:" heading, as the other sections'."""
+    lines = doctor.render(doctor.collect()).splitlines()
+    i = lines.index("Transports:")
+    assert lines[i + 1].startswith("  shm: ")
