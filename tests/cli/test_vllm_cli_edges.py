@@ -119,3 +119,21 @@ def test_install_cpu_exits_0_once_every_step_is_done(monkeypatch):
     ran = []
     monkeypatch.setattr(install, "install_cpu", lambda: ran.append(True))
     assert cli.main(["install-cpu"]) == 0 and ran == [True]
+
+
+def test_an_unknown_option_without_a_command_is_a_usage_error(capsys):
+    """`rdmaq vllm --bogus` names the option it does not know and exits 2 (no command
+    was chosen, so the error is the `rdmaq vllm` parser's own)."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--bogus"])
+    assert e.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_the_device_type_is_the_one_vllms_platform_reports(monkeypatch):
+    """check prints the device vLLM found: its current_platform's device_type."""
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = types.SimpleNamespace(device_type="cpu")
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.platforms", platforms)
+    assert cli._device_type() == "cpu"
