@@ -12,8 +12,11 @@ import json
 import logging
 import multiprocessing
 import os
+import subprocess
+import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -350,3 +353,100 @@ def test_a_forked_child_dropping_inherited_queues_leaves_the_parents_open():
         for mq in reversed(_held):
             mq.shutdown()
         _held.clear()
+
+
+# ------------------------------------------------------------------ more edges
+def test_a_one_byte_chunk_has_a_ring():
+    """max_chunk_bytes of 1 is positive: the smallest slot, not a ValueError."""
+    slot, slots = _geometry.ring_geometry(1, 1)
+    assert slot > 0 and slots >= 1
+
+
+def test_the_writers_log_line_gives_the_rings_slots_and_slot_bytes(caplog):
+    """With local readers the writer logs its ring's geometry, not 0 x 0."""
+    with caplog.at_level(logging.INFO, logger="vllm.rdmaq"):
+        w, r = _pair()
+    try:
+        slot, slots = _geometry.ring_geometry(1 << 20, 4)
+        assert f"{slots} x {slot} B" in caplog.text
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+def test_readable_on_a_closed_reader_endpoint_says_cancelled():
+    """The ring reader closed under the queue: readable() raises vLLM's "cancelled",
+    as dequeue does."""
+    w, r = _pair()
+    try:
+        r._reader.close()
+        with pytest.raises(RuntimeError, match="cancelled"):
+            r.readable()
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+
+def _timing_out_get(clock, step, times):
+    """A get that lets ``step`` seconds pass and times out ``times`` times, then returns."""
+    calls = []
+
+    def get(timeout=None):
+        calls.append(timeout)
+        if len(calls) > times:
+            return "message"
+        clock.now += step
+        raise TimeoutError
+    return get
+
+
+def test_a_long_wait_warns_once_per_interval_that_passed(monkeypatch):
+    """Waits of 6 s against a 10 s warning interval, 30 s in all: three warnings (at 10,
+    20 and 30 s passed), no more."""
+    clock = _Clock()
+    monkeypatch.setattr(rq, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(rq._sb, "VLLM_RINGBUFFER_WARNING_INTERVAL", 10)
+    warned = []
+    monkeypatch.setattr(rq._sb, "logger", types.SimpleNamespace(info=lambda *a: warned.append(a)))
+    me = types.SimpleNamespace(shutting_down=False)
+    assert MQ._wait(me, _timing_out_get(clock, 6, 5), None, False) == "message"
+    assert len(warned) == 3
+
+
+def test_a_wait_for_ever_goes_on_after_a_timed_out_slice(monkeypatch):
+    """No deadline (timeout None), indefinite: a slice that times out is waited again."""
+    clock = _Clock()
+    monkeypatch.setattr(rq, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    me = types.SimpleNamespace(shutting_down=False)
+    assert MQ._wait(me, _timing_out_get(clock, 6, 2), None, True) == "message"
+
+
+def test_closing_a_remote_endpoints_sockets_ends_its_zmq_context():
+    """_close_zmq closes the sockets and then terminates the context they belong to."""
+    import zmq
+
+    from rdmaq.vllm import _remote
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PAIR)
+    _remote._close_zmq(os.getpid(), ctx, [sock])
+    assert sock.closed and ctx.closed
+
+
+def test_a_remote_reader_left_open_is_not_closed_at_interpreter_exit():
+    """Its finalizer is not an atexit hook: at exit (where vLLM's own atexit handlers may
+    still use the queue) nothing closes its sockets behind the owner's back."""
+    code = ("import os\n"
+            "from rdmaq.vllm import _remote\n"
+            "_remote._close_zmq = lambda *a: os.write(1, b'closed at exit')\n"
+            "keep = _remote.RemoteReader('tcp://127.0.0.1:1', False)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "closed at exit" not in out.stdout
