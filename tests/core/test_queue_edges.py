@@ -2,6 +2,7 @@
 lock is let go after a held exception or a writer's reader query, and when a
 reader's warm-up runs."""
 import dataclasses
+import sys
 import threading
 
 import pytest
@@ -259,14 +260,19 @@ def _rebuild():
 
 def test_a_recv_interrupted_while_loading_lets_go_of_the_reader_and_keeps_the_message():
     """A KeyboardInterrupt while the message's objects load must release the reader's
-    lock: the next recv returns the kept message instead of waiting on a lock."""
+    lock: a recv from another thread returns the kept message, not a TimeoutError
+    about the lock the interrupted call kept."""
     _InterruptsOnce.interrupted = False
     with rdmaq.Writer(1, transport="shm") as w, rdmaq.Reader(w.handle, 0) as r:
         w.wait_ready(timeout=TIMEOUT)
         w.send(_InterruptsOnce(), timeout=SHORT_S)
         with pytest.raises(KeyboardInterrupt):
             r.recv(timeout=SHORT_S)
-        assert r.recv(timeout=SHORT_S) == "loaded"
+        got = []
+        other = threading.Thread(target=lambda: got.append(r.recv(timeout=SHORT_S)))
+        other.start()
+        other.join(TIMEOUT)
+        assert got == ["loaded"]
 
 
 def test_a_handle_whose_version_is_not_an_int_is_a_type_error():
@@ -277,3 +283,50 @@ def test_a_handle_whose_version_is_not_an_int_is_a_type_error():
         bad = dataclasses.replace(h, version=str(h.version))
         with pytest.raises(TypeError, match="handle version must be an int, got str"):
             rdmaq.Reader(bad, 0)
+
+
+def _raise_at(event, where, exc):
+    """A profile function raising ``exc`` once, as a signal handler's exception lands, at
+    the first ``event`` for which ``where(frame, arg)`` holds."""
+    def profile(frame, ev, arg):
+        if ev == event and where(frame, arg):
+            sys.setprofile(None)
+            raise exc
+    return profile
+
+
+def test_an_exception_landing_before_the_kept_message_loads_keeps_it_for_recv():
+    """A signal handler's exception (not the message's own unpickling failing) raised as the
+    receive starts fetching the kept message must not consume it: the next recv gets it."""
+    _InterruptsOnce.interrupted = False
+    with rdmaq.Writer(1, transport="shm") as w, rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=TIMEOUT)
+        w.send(_InterruptsOnce(), timeout=SHORT_S)
+        with pytest.raises(KeyboardInterrupt):
+            r.recv(timeout=SHORT_S)  # the message is kept
+        sys.setprofile(_raise_at("call", lambda f, a: f.f_code.co_name == "_get_locked",
+                                 RuntimeError("from a signal handler")))
+        try:
+            with pytest.raises(RuntimeError, match="from a signal handler"):
+                r.recv(timeout=SHORT_S)
+        finally:
+            sys.setprofile(None)
+        assert r.recv(timeout=SHORT_S) == "loaded"
+
+
+def test_an_exception_landing_as_a_recv_lets_go_of_the_reader_is_raised_by_the_next_call():
+    """The message was handed over; a signal handler's exception arriving as the lock is
+    released is held, and the next call raises it before doing anything."""
+    with rdmaq.Writer(1, transport="shm") as w, rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=TIMEOUT)
+        w.put(b"first", timeout=SHORT_S)
+        w.put(b"second", timeout=SHORT_S)
+        sys.setprofile(_raise_at("c_return", lambda f, a: f.f_code.co_name == "_recv"
+                                 and getattr(a, "__name__", "") == "release", KeyboardInterrupt))
+        try:
+            assert r.get(timeout=SHORT_S) == b"first"
+        finally:
+            sys.setprofile(None)
+        with pytest.raises(KeyboardInterrupt):
+            r.get(timeout=SHORT_S)
+        assert r.get(timeout=SHORT_S) == b"second"
