@@ -62,8 +62,8 @@ def test_an_unreadable_cpuinfo_says_no_vm(monkeypatch):
 
 
 def test_scheduler_says_why_a_thread_cannot_have_a_short_slice():
-    """Where the probe fails (a SCHED_IDLE thread has no slice to shorten) the report
-    carries the C core's reason, not just False."""
+    """Where the probe fails (a SCHED_IDLE thread has no slice to shorten; a kernel before
+    6.12 has none for any thread) the report carries the C core's reason, not just False."""
     out = []
 
     def idle_thread():
@@ -73,7 +73,9 @@ def test_scheduler_says_why_a_thread_cannot_have_a_short_slice():
     t.start()
     t.join()
     assert out[0]["short_slice"] is False
-    assert out[0]["short_slice_why"] == f"this thread's policy is {os.SCHED_IDLE}, not SCHED_OTHER"
+    assert out[0]["short_slice_why"] in (
+        f"this thread's policy is {os.SCHED_IDLE}, not SCHED_OTHER",
+        "the kernel ignores sched_runtime for SCHED_OTHER threads (custom slices need Linux 6.12 or later)")
 
 
 def _quota(monkeypatch, cpu_max):
