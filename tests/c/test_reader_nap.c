@@ -16,6 +16,7 @@
 #include "check.h"
 #include "rdmaq_shm.h"
 #include "ring.h"
+#include "shm_pair.h"
 
 #define SEC 1000000000LL
 #define MS  1000000LL
@@ -39,25 +40,6 @@ static const struct rdmaq_config base = {
 	.spin_ns = 0,
 };
 
-static int pair(struct rdmaq_writer **w, struct rdmaq_reader **r)
-{
-	if (rdmaq_shm_writer_create(w, &base))
-		return -1;
-	if (rdmaq_shm_reader_attach(r, rdmaq_shm_writer_name(*w), 0, 0))
-		return -1;
-	CHECK(rdmaq_writer_wait_ready(*w, SEC) == 0);
-	CHECK(rdmaq_reader_wait_ready(*r, SEC) == 0);
-	return 0;
-}
-
-static void unpair(struct rdmaq_writer *w, struct rdmaq_reader *r)
-{
-	rdmaq_reader_close(r);
-	rdmaq_reader_destroy(r);
-	rdmaq_writer_close(w);
-	rdmaq_writer_destroy(w);
-}
-
 /* The reader has seen 20 messages stamped every 95 or 105 ms, the last 20 ms ago. */
 static void feed_cadence(struct rdmaq_reader *r)
 {
@@ -80,7 +62,7 @@ static void test_a_nap_to_the_window_plans_the_next_get(void)
 	struct rdmaq_reader *r;
 	struct rdmaq_stats rs;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -92,7 +74,7 @@ static void test_a_nap_to_the_window_plans_the_next_get(void)
 	CHECK(rdmaq_reader_nap(r, 10 * SEC) == 0);
 	rdmaq_reader_stats(r, &rs);
 	CHECK(rs.naps == 1);
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 /*
@@ -106,7 +88,7 @@ static void test_a_new_reader_backs_off_after_a_preempted_window(void)
 	struct rdmaq_reader *r;
 	struct rdmaq_stats rs;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -115,7 +97,7 @@ static void test_a_new_reader_backs_off_after_a_preempted_window(void)
 	CHECK(rdmaq_reader_nap(r, 10 * SEC) == 0);
 	rdmaq_reader_stats(r, &rs);
 	CHECK(rs.naps == 0);
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 int main(void)

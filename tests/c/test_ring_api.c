@@ -17,6 +17,7 @@
 #include "check.h"
 #include "rdmaq_shm.h"
 #include "ring.h"
+#include "shm_pair.h"
 
 #define SEC 1000000000LL
 
@@ -27,25 +28,6 @@ static const struct rdmaq_config base = {
 	.max_message = 1 << 20,
 	.spin_ns = 0,
 };
-
-static int pair(struct rdmaq_writer **w, struct rdmaq_reader **r)
-{
-	if (rdmaq_shm_writer_create(w, &base))
-		return -1;
-	if (rdmaq_shm_reader_attach(r, rdmaq_shm_writer_name(*w), 0, 0))
-		return -1;
-	CHECK(rdmaq_writer_wait_ready(*w, SEC) == 0);
-	CHECK(rdmaq_reader_wait_ready(*r, SEC) == 0);
-	return 0;
-}
-
-static void unpair(struct rdmaq_writer *w, struct rdmaq_reader *r)
-{
-	rdmaq_reader_close(r);
-	rdmaq_reader_destroy(r);
-	rdmaq_writer_close(w);
-	rdmaq_writer_destroy(w);
-}
 
 static int put(struct rdmaq_writer *w, const void *data, size_t len)
 {
@@ -122,7 +104,7 @@ static void test_calls_on_closed_endpoints(void)
 	uint64_t len;
 	char buf[8];
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -163,7 +145,7 @@ static void test_calls_out_of_order(void)
 	CHECK(rdmaq_reader_read(r, buf, 4, 0) == -EINVAL &&
 	      says("buffer of 4 bytes for a 3-byte message"));
 	CHECK(rdmaq_reader_read(r, buf, 3, 0) == 0 && memcmp(buf, "abc", 3) == 0);
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 static void test_recv_into_a_buffer_too_small(void)
@@ -173,7 +155,7 @@ static void test_recv_into_a_buffer_too_small(void)
 	char buf[64];
 	uint64_t len = 0;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -182,7 +164,7 @@ static void test_recv_into_a_buffer_too_small(void)
 	CHECK(rdmaq_reader_recv(r, buf, 10, &len, SEC) == 0 && len == 10);
 	CHECK(memcmp(buf, "0123456789", 10) == 0);
 	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 0) == -ETIMEDOUT);
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 static void test_the_counters(void)
@@ -193,7 +175,7 @@ static void test_the_counters(void)
 	char buf[3000];
 	uint64_t len;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -209,7 +191,7 @@ static void test_the_counters(void)
 	CHECK(rs.messages == 3 && rs.bytes == 3010);
 	CHECK(rs.credits == 6); /* one per record */
 	CHECK(ws.credits == 0); /* never short of room */
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 /* A writer with one field of the base configuration changed: 0 or -EINVAL. */
@@ -274,7 +256,7 @@ static void test_a_file_system_without_fallocate_sizes_the_segment(void)
 	for (int i = 0; i < 2; i++) {
 		fallocate_err = unsupported[i];
 		ftruncate_calls = 0;
-		if (pair(&w, &r)) {
+		if (shm_pair(&base, &w, &r)) {
 			CHECK(!"pair");
 			break;
 		}
@@ -282,7 +264,7 @@ static void test_a_file_system_without_fallocate_sizes_the_segment(void)
 		CHECK(put(w, "sized", 5) == 0);
 		CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 5);
 		CHECK(memcmp(buf, "sized", 5) == 0);
-		unpair(w, r);
+		shm_unpair(w, r);
 	}
 	ftruncate_err = EFBIG;
 	CHECK(create_with(base) == -EFBIG && says("cannot size shared memory: File too large"));
@@ -315,7 +297,7 @@ static void test_endpoints_leave_no_file_descriptor_open(void)
 		CHECK(says("reader index 0 is already attached"));
 		CHECK(rdmaq_writer_wait_ready(w, SEC) == 0);
 		CHECK(rdmaq_reader_wait_ready(r, SEC) == 0);
-		unpair(w, r);
+		shm_unpair(w, r);
 	}
 	CHECK(my_fds() == before);
 }
@@ -336,7 +318,7 @@ static void test_a_message_of_exactly_max_message_and_one_more(void)
 	CHECK(put(w, buf, 101) == -EMSGSIZE &&
 	      says("message of 101 bytes exceeds max_message_bytes=100"));
 	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 100);
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 static void test_only_an_interrupted_put_resumes(void)
@@ -346,14 +328,14 @@ static void test_only_an_interrupted_put_resumes(void)
 	static char big[8 * 1024];
 	struct rdmaq_iovec iov = { .base = big, .len = sizeof(big) };
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
 	/* longer than the ring: streams, and times out with part of it sent */
 	CHECK(rdmaq_writer_put(w, &iov, 1, 1000000) == -ETIMEDOUT);
 	CHECK(rdmaq_writer_resume(w, &iov, 1, 0) == -EINVAL && says("nothing to resume"));
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 static void test_a_put_of_no_iovecs_sends_an_empty_message(void)
@@ -363,13 +345,13 @@ static void test_a_put_of_no_iovecs_sends_an_empty_message(void)
 	char buf[8];
 	uint64_t len = 1;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
 	CHECK(rdmaq_writer_put(w, NULL, 0, SEC) == 0);
 	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 0);
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 static void test_a_reader_that_consumed_nothing_sends_no_credit(void)
@@ -380,7 +362,7 @@ static void test_a_reader_that_consumed_nothing_sends_no_credit(void)
 	char buf[8];
 	uint64_t len;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -393,7 +375,7 @@ static void test_a_reader_that_consumed_nothing_sends_no_credit(void)
 	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0);
 	rdmaq_reader_stats(r, &rs);
 	CHECK(rs.credits == 1);
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 static void test_a_message_cut_off_by_close_is_not_peeked_again(void)
@@ -404,7 +386,7 @@ static void test_a_message_cut_off_by_close_is_not_peeked_again(void)
 	struct rdmaq_iovec iov = { .base = big, .len = sizeof(big) };
 	uint64_t len = 0;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -436,7 +418,7 @@ static void test_cancel_wakes_the_transport(void)
 	struct rdmaq_reader_ops counting;
 	uint64_t len;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -450,7 +432,7 @@ static void test_cancel_wakes_the_transport(void)
 	CHECK(interrupts == 1);
 	CHECK(rdmaq_reader_peek(r, &len, SEC) == -ECANCELED);
 	r->ops = transport_ops;
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 int main(void)

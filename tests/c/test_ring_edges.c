@@ -23,6 +23,7 @@
 #include "rdmaq_shm.h"
 #include "ring.h"
 #include "schedstat.h"
+#include "shm_pair.h"
 #include "shm_proc.h"
 
 #define SEC 1000000000LL
@@ -53,25 +54,6 @@ static const struct rdmaq_config base = {
 static bool says(const char *what)
 {
 	return strstr(rdmaq_errmsg(), what) != NULL;
-}
-
-static int pair(struct rdmaq_writer **w, struct rdmaq_reader **r)
-{
-	if (rdmaq_shm_writer_create(w, &base))
-		return -1;
-	if (rdmaq_shm_reader_attach(r, rdmaq_shm_writer_name(*w), 0, 0))
-		return -1;
-	CHECK(rdmaq_writer_wait_ready(*w, SEC) == 0);
-	CHECK(rdmaq_reader_wait_ready(*r, SEC) == 0);
-	return 0;
-}
-
-static void unpair(struct rdmaq_writer *w, struct rdmaq_reader *r)
-{
-	rdmaq_reader_close(r);
-	rdmaq_reader_destroy(r);
-	rdmaq_writer_close(w);
-	rdmaq_writer_destroy(w);
 }
 
 /* A child of fork() counts exactly one fork more than its parent: the count
@@ -192,7 +174,7 @@ static void test_a_full_ring_fetches_credit_before_waiting(void)
 	struct rdmaq_iovec iov = { .base = "x", .len = 1 };
 	uint32_t i;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -205,7 +187,7 @@ static void test_a_full_ring_fetches_credit_before_waiting(void)
 	/* no time to wait: only the fetched credit makes room */
 	CHECK(rdmaq_writer_put(w, &iov, 1, 0) == 0);
 	CHECK(refreshes == 1);
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 /* A streamed message cut off by a timeout owes its ABORT record: try_put,
@@ -219,7 +201,7 @@ static void test_try_put_declines_while_an_abort_is_owed(void)
 	struct rdmaq_iovec small = { .base = "y", .len = 1 };
 	uint64_t len;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -231,7 +213,7 @@ static void test_try_put_declines_while_an_abort_is_owed(void)
 	CHECK(rdmaq_writer_put(w, &small, 1, SEC) == 0);
 	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == -ECONNABORTED);
 	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1 && buf[0] == 'y');
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 /* A forked child's close of its parent's reader is a success (0) that leaves the
@@ -243,7 +225,7 @@ static void test_a_fork_child_closes_the_parents_reader_with_0(void)
 	int status = -1;
 	pid_t pid;
 
-	if (pair(&w, &r)) {
+	if (shm_pair(&base, &w, &r)) {
 		CHECK(!"pair");
 		return;
 	}
@@ -258,7 +240,7 @@ static void test_a_fork_child_closes_the_parents_reader_with_0(void)
 	CHECK(pid > 0);
 	CHECK(waitpid(pid, &status, 0) == pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	unpair(w, r);
+	shm_unpair(w, r);
 }
 
 /* A segment that cannot be opened for another reason than its absence (here no
