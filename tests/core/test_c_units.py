@@ -1,5 +1,8 @@
 """C unit tests of single concepts (tests/c/test_<concept>.c), under ASan+UBSan,
-built by tests/c/Makefile and run by tests/c/run.sh."""
+built by tests/c/Makefile and run by tests/c/run.sh.  Among them the edges Python never
+reaches: ring_edges (a fork child's count, a segment that cannot be mapped, drop_reader past
+its first word, try_put while an ABORT is owed, ...), spin_preempted (a spin that loses its
+CPU, on a made-up clock), busy_preempted, reader_nap (the nap to a predicted window)."""
 import os
 import shutil
 import subprocess
@@ -8,7 +11,7 @@ import pytest
 
 TESTS_C = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c")
 UNITS = ["cadence", "wait", "recovery", "cadence_limits", "ring_api", "window", "slice", "busy", "schedstat",
-         "paced"]
+         "paced", "ring_edges", "spin_preempted", "busy_preempted", "reader_nap"]
 
 
 @pytest.mark.parametrize("unit", UNITS)
