@@ -21,23 +21,13 @@
 
 #include "busy.h"
 #include "check.h"
+#include "never_busy.h"
 #include "rdmaq_shm.h"
 
 #define N_MESSAGES 300
 #define PACE_NS	   2000000LL
 #define TIMEOUT_NS 30000000000LL
 #define LATE_START 5 /* messages put before the reader's first get */
-
-bool rdmaq_cpu_busy(int64_t now_ns)
-{
-	(void)now_ns;
-	return false;
-}
-
-void rdmaq_cpu_busy_preempted(int64_t now_ns)
-{
-	(void)now_ns;
-}
 
 static struct rdmaq_writer *writer;
 static uint32_t sent; /* messages put so far */

@@ -14,23 +14,13 @@
 
 #include "busy.h"
 #include "check.h"
+#include "never_busy.h"
 #include "rdmaq_shm.h"
 #include "ring.h"
 #include "shm_pair.h"
 
 #define SEC 1000000000LL
 #define MS  1000000LL
-
-bool rdmaq_cpu_busy(int64_t now_ns)
-{
-	(void)now_ns;
-	return false;
-}
-
-void rdmaq_cpu_busy_preempted(int64_t now_ns)
-{
-	(void)now_ns;
-}
 
 static const struct rdmaq_config base = {
 	.n_readers = 1,

@@ -15,22 +15,12 @@
 #include "busy.h"
 #include "check.h"
 #include "fake_endpoint.h"
+#include "never_busy.h"
 #include "wait.h"
 
 #define SPIN_MAX_NS 1000000U
 #define US	    1000LL
 #define MS	    1000000LL
-
-bool rdmaq_cpu_busy(int64_t now_ns)
-{
-	(void)now_ns;
-	return false;
-}
-
-void rdmaq_cpu_busy_preempted(int64_t now_ns)
-{
-	(void)now_ns;
-}
 
 /* A message that lands at `at_ns` (CLOCK_MONOTONIC), or when the waiter blocks. */
 struct message {

@@ -14,6 +14,7 @@
 #include "busy.h"
 #include "check.h"
 #include "fake_endpoint.h"
+#include "frozen_clock.h"
 #include "wait.h"
 
 #define SPIN_MAX_NS 1000000U /* 1 ms */
@@ -31,23 +32,6 @@ void rdmaq_cpu_busy_preempted(int64_t now_ns)
 {
 	(void)now_ns;
 	busy_preempted_calls++;
-}
-
-/* The clock the waiter reads: the real one, or, while frozen_ns is set, that instant. */
-static int64_t frozen_ns;
-
-int clock_gettime(clockid_t id, struct timespec *ts)
-{
-	static int (*real)(clockid_t, struct timespec *);
-
-	if (frozen_ns && id == CLOCK_MONOTONIC) {
-		*ts = (struct timespec){ .tv_sec = frozen_ns / 1000000000LL,
-					 .tv_nsec = frozen_ns % 1000000000LL };
-		return 0;
-	}
-	if (!real)
-		real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
-	return real(id, ts);
 }
 
 /* At look `lost_at` the thread loses its CPU (the clock jumps); the message is

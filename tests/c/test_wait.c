@@ -15,6 +15,7 @@
 #include "busy.h"
 #include "check.h"
 #include "fake_endpoint.h"
+#include "frozen_clock.h"
 #include "wait.h"
 
 #define SPIN_MAX_NS 1000000U /* 1 ms: a failed full spin costs little here */
@@ -30,26 +31,6 @@ bool rdmaq_cpu_busy(int64_t now_ns)
 void rdmaq_cpu_busy_preempted(int64_t now_ns)
 {
 	(void)now_ns;
-}
-
-/*
- * The clock the waiter reads: the real one, or, while frozen_ns is set, that
- * instant, as a clock too coarse to move between two reads would give it.
- */
-static int64_t frozen_ns;
-
-int clock_gettime(clockid_t id, struct timespec *ts)
-{
-	static int (*real)(clockid_t, struct timespec *);
-
-	if (frozen_ns && id == CLOCK_MONOTONIC) {
-		*ts = (struct timespec){ .tv_sec = frozen_ns / 1000000000LL,
-					 .tv_nsec = frozen_ns % 1000000000LL };
-		return 0;
-	}
-	if (!real)
-		real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
-	return real(id, ts);
 }
 
 /* A message that lands after `due` looks at the ring, or when the reader blocks. */
