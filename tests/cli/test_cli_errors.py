@@ -68,3 +68,24 @@ def test_stdout_sent_to_dev_null_leaves_no_extra_descriptor_open():
             "os.write(2, f'{before == after} {os.readlink(\"/proc/self/fd/1\")}'.encode())\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (p.returncode, p.stderr) == (0, "True /dev/null")
+
+
+def test_a_broken_pipe_on_a_stdout_that_cannot_be_polled_is_an_error(monkeypatch, capsys):
+    """Only a stdout seen to be closed makes a BrokenPipeError the quiet exit 141; when poll
+    cannot tell (it raises), the error is reported like any other and stdout is left alone."""
+    def broken_pipe():
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def no_poll():
+        raise OSError(22, "poll unavailable")
+
+    dropped = []
+    monkeypatch.setattr(doctor, "collect", broken_pipe)
+    monkeypatch.setattr(cli.select, "poll", no_poll)
+    monkeypatch.setattr(cli, "_drop_stdout", lambda: dropped.append(True))
+    monkeypatch.delenv("RDMAQ_TRACEBACK", raising=False)
+    assert cli._stdout_closed() is False
+    assert cli.main(["doctor"]) == 1
+    assert capsys.readouterr().err == ("rdmaq doctor: BrokenPipeError: [Errno 32] Broken pipe "
+                                       "(RDMAQ_TRACEBACK=1 shows where)\n")
+    assert dropped == []

@@ -371,6 +371,53 @@ def test_runnable_tasks_are_the_fourth_field_of_loadavg(monkeypatch):
     assert doctor.scheduler()["runnable_now"] == 3
 
 
+@pytest.mark.parametrize("loadavg", [None, "", "0.52 0.58 0.59 x/467 12345\n"],
+                         ids=["unreadable", "empty", "not-a-count"])
+def test_runnable_tasks_are_unknown_when_loadavg_says_nothing_usable(monkeypatch, loadavg):
+    real_open = open
+
+    def fake_open(path, *args, **kwargs):
+        if path == "/proc/loadavg":
+            if loadavg is None:
+                raise PermissionError(13, "Permission denied", path)
+            return io.StringIO(loadavg)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(doctor, "open", fake_open, raising=False)
+    assert doctor.scheduler()["runnable_now"] is None
+
+
+SYSFS_DEVICES = [{"name": "sysfs0", "ports": [_port(state="DOWN")]}]
+
+
+@pytest.fixture
+def pyverbs_imports(tmp_path, monkeypatch):
+    """Kernel RDMA support (a made-up sysfs folder) and a pyverbs that imports; sysfs lists
+    SYSFS_DEVICES; the host's vLLM leftovers are not the test's."""
+    monkeypatch.setattr(doctor, "SYSFS", str(tmp_path))
+    monkeypatch.setattr(doctor, "import_pyverbs", lambda: (object(), None))
+    monkeypatch.setattr(doctor, "devices_from_sysfs", lambda: copy.deepcopy(SYSFS_DEVICES))
+    monkeypatch.setattr(doctor.vllm_leftovers, "survey", lambda: [])
+
+
+def test_the_devices_come_from_pyverbs_when_it_imports(pyverbs_imports, monkeypatch):
+    from_pyverbs = [{"name": "rxe0", "ports": [_port()]}]
+    monkeypatch.setattr(doctor, "devices_from_pyverbs", lambda dev: from_pyverbs)
+    rep = doctor.collect()
+    assert (rep["source"], rep["devices"], rep["pyverbs"], rep["notes"]) == ("pyverbs", from_pyverbs, "ok", [])
+    assert rep["transports"]["verbs"]["active_ports"] == [("rxe0", 1)]
+
+
+def test_a_pyverbs_that_fails_falls_back_to_sysfs_and_says_why(pyverbs_imports, monkeypatch):
+    def fails(dev):
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(doctor, "devices_from_pyverbs", fails)
+    rep = doctor.collect()
+    assert (rep["source"], rep["devices"]) == ("sysfs", SYSFS_DEVICES)
+    assert rep["notes"] == ["pyverbs failed ([Errno 95] Operation not supported); read sysfs instead"]
+
+
 def test_the_json_report_is_indented_by_two_spaces(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "collect", lambda: {"transports": {"shm": {"usable": True}}})
     assert doctor.main(["--json"]) == 0
