@@ -2,8 +2,10 @@
 struct.error) get the documented one, naming what was wrong: a put of a
 non-contiguous buffer is a ValueError (rdmaq copies a message once, into
 the ring, and makes no hidden copy first); an object message whose header
-does not fit it is a ProtocolError, and the reader reads on."""
+does not fit it is a ProtocolError, and the reader reads on; one too short for a
+header, or a handle that is no Handle, a ValueError or TypeError saying so."""
 import struct
+import types
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ import pytest
 import rdmaq
 from children import TIMEOUT
 from rdmaq import serialize
+from rdmaq.handle import HANDLE_VERSION, ShmInfo
 
 STRIDED = [
     pytest.param(lambda: memoryview(b"abcdefgh")[::2], id="memoryview"),
@@ -66,3 +69,27 @@ def test_recv_of_a_corrupt_object_message_raises_and_reads_on(transport):
         with pytest.raises(rdmaq.ProtocolError, match="corrupt object message"):
             r.recv(timeout=TIMEOUT)
         assert r.recv(timeout=TIMEOUT) == {"next": 1}
+
+
+@pytest.mark.parametrize("msg", [b"", b"rdmq"], ids=["empty", "shorter-than-a-header"])
+def test_an_object_message_too_short_for_its_header_says_so(msg):
+    with pytest.raises(ValueError, match=r"not an rdmaq object message \(too short\): use get\(\) for raw bytes"):
+        serialize.out_of_band_count(msg)
+    with pytest.raises(ValueError, match="too short"):
+        serialize.loads(bytearray(msg))
+
+
+def test_recv_of_a_raw_message_too_short_for_a_header_says_so(transport):
+    with rdmaq.Writer(1, transport=transport) as w, rdmaq.Reader(w.handle, 0) as r:
+        w.put(b"hi", timeout=TIMEOUT)
+        with pytest.raises(ValueError, match=r"not an rdmaq object message \(too short\)"):
+            r.recv(timeout=TIMEOUT)
+
+
+def test_a_handle_look_alike_is_not_a_handle():
+    """Handle.check on an object with a Handle's fields (a namespace, another class) refuses it
+    by its type instead of checking its fields."""
+    fake = types.SimpleNamespace(transport="shm", n_readers=1, info=ShmInfo("rdmaq-x", ""),
+                                 version=HANDLE_VERSION)
+    with pytest.raises(TypeError, match="^not an rdmaq.Handle: SimpleNamespace$"):
+        rdmaq.Handle.check(fake, 0)

@@ -1,5 +1,6 @@
 """Configuration errors: a wrong type for a wait option, a transport 'auto' that finds
-nothing usable.  Each fails before anything is created, with a message that says why."""
+nothing usable, an option the transport does not take.  Each fails before anything is
+created, with a message that says why."""
 import pytest
 
 import rdmaq
@@ -44,3 +45,9 @@ def test_auto_with_no_usable_transport_raises_and_points_at_doctor(monkeypatch, 
         transport.resolve("auto")
     with pytest.raises(ValueError, match="transport 'auto': none of"):
         rdmaq.Writer(1, transport="auto")
+
+
+def test_options_given_to_shm_are_refused_by_name():
+    """shm takes no transport options: one meant for verbs is refused, not silently dropped."""
+    with pytest.raises(TypeError, match="^transport 'shm' takes no options, got device, gid_index$"):
+        rdmaq.Writer(1, transport="shm", gid_index=3, device="rxe0")
