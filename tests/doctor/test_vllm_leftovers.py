@@ -54,6 +54,19 @@ def test_nothing_is_removed_while_vllm_runs(place, monkeypatch, capsys):
     assert lo.why_kept == "vLLM is running (pid 4242): it may be that server's"
 
 
+def test_another_users_leftover_is_kept(place, monkeypatch, capsys):
+    # this process seen as another user: the file (this user's) is not its to remove
+    store = place / "vllm_dist_0badcafe"
+    store.write_bytes(b"")
+    owner = os.stat(store).st_uid
+    monkeypatch.setattr(leftovers.os, "geteuid", lambda: owner + 1)
+    (lo,) = leftovers.survey()
+    assert lo.why_kept == f"owned by uid {owner}"
+    assert doctor.main(["--clean"]) == 0
+    assert "vLLM leftover" not in capsys.readouterr().err
+    assert store.exists()
+
+
 def test_no_leftovers_is_one_line(place, capsys):
     assert doctor.main([]) == 0
     out = capsys.readouterr().out
