@@ -1,8 +1,9 @@
 """Edges of the vLLM adapter that test_queue.py's contract tests pass by: the ring size's
 bounds, a drop-in's defaults, setup cancelled and placement's fallback, the process-group
-factories' other paths (a stateless group's reader, an external writer handle), closing and
-the stats of forked and exiting processes, spin_until_readable at its deadline, the reader's
-seat as a value.  Needs vLLM importable (the vllm tier's venv-mq)."""
+factories' other paths (a stateless group's reader, an external writer handle, a blocking
+single-reader queue), closing and the stats of forked and exiting processes, a shutdown as a
+wait times out, spin_until_readable at its deadline, the reader's seat as a value.  Needs vLLM
+importable (the vllm tier's venv-mq)."""
 
 from __future__ import annotations
 
@@ -208,6 +209,37 @@ def test_with_an_external_writer_handle_the_writer_rank_reads_that_queue_and_pas
     finally:
         for mq in (other, mine, external):
             mq.shutdown()
+
+
+def test_a_blocking_single_reader_queue_is_ready_when_it_is_returned(monkeypatch):
+    """create_from_process_group_single_reader(blocking=True), on a writer rank: the queue it
+    returns has waited for its reader, whose wait_until_ready therefore ends without another
+    call on the writer.  The group is this process: rank 1 of 2, rank 0 (the reader) attached
+    by the gather."""
+    import vllm.platforms.interface as platform_interface
+
+    monkeypatch.setattr(platform_interface, "get_assigned_physical_gpu_ids", lambda: [0, 1])
+    monkeypatch.setattr(rq.dist, "get_rank", lambda group=None: 1)
+    monkeypatch.setattr(rq.dist, "get_world_size", lambda group=None: 2)
+    readers = []
+
+    def gather_object(obj, object_gather_list=None, dst=0, group=None):
+        r = MQ.create_from_handle(obj, 0)  # the reader rank's side of the handshake
+        readers.append((r, *in_thread(r.wait_until_ready)))
+
+    monkeypatch.setattr(rq.dist, "gather_object", gather_object)
+    w, handles = MQ.create_from_process_group_single_reader(None, 1 << 20, 4, reader_rank=0,
+                                                            blocking=True)
+    (r, th, box), = readers
+    try:
+        assert handles == []  # gathered on the reader's rank only
+        th.join(timeout=30)
+        assert not th.is_alive() and "error" not in box, box
+        w.enqueue("ready")
+        assert r.dequeue(timeout=10) == "ready"
+    finally:
+        r.shutdown()
+        w.shutdown()
 
 
 # ------------------------------------------------------------------- closing
@@ -427,6 +459,19 @@ def test_a_wait_for_ever_goes_on_after_a_timed_out_slice(monkeypatch):
     monkeypatch.setattr(rq, "time", types.SimpleNamespace(monotonic=clock.monotonic))
     me = types.SimpleNamespace(shutting_down=False)
     assert MQ._wait(me, _timing_out_get(clock, 6, 2), None, True) == "message"
+
+
+def test_a_wait_whose_slice_times_out_as_the_queue_shuts_down_is_cancelled():
+    """A shutdown() from another thread that lands as a wait's slice times out: vLLM's
+    RuntimeError("cancelled"), not the TimeoutError of a deadline also reached."""
+    me = types.SimpleNamespace(shutting_down=False)
+
+    def get(timeout=None):
+        me.shutting_down = True  # shutdown() came during this slice
+        raise TimeoutError
+
+    with pytest.raises(RuntimeError, match="^cancelled$"):
+        MQ._wait(me, get, 0, False)
 
 
 def test_closing_a_remote_endpoints_sockets_ends_its_zmq_context():
