@@ -62,8 +62,10 @@ def run_shards(tree: Path, python: str, covdir: Path, files, pytest_args, shards
                    PYTHONDONTWRITEBYTECODE="1", RDMAQ_MUT_COVDIR=str(d),
                    RDMAQ_MUT_SOURCE=str(tree / "rdmaq"), RDMAQ_MUT_TEST="",
                    GCOV_PREFIX=str(d / "gcda" / "between"),
-                   # the C tests' builds too; atomic counters, or TSan reports them as races
-                   CFLAGS="-g --coverage -fprofile-update=atomic",
+                   # the C tests' builds too; atomic counters, or TSan reports them as races;
+                   # fork() itself, not GCC's __gcov_fork, which zeroes a child's counters after
+                   # the atfork handlers ran (ring.c's fork count would show as never run)
+                   CFLAGS="-g --coverage -fprofile-update=atomic -fno-builtin-fork",
                    # -O0 and coverage in every process: slower than the tiers' runs
                    RDMAQ_TIMEOUT_SCALE="4",
                    **(env_extra or {}))

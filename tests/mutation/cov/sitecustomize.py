@@ -5,9 +5,13 @@ On PYTHONPATH only during that run: with RDMAQ_MUT_COVDIR set, each process
 measures rdmaq's lines under the context RDMAQ_MUT_TEST names, the test that
 was running when it started; pytest's own process switches contexts per test
 (covplugin.py).
+
+A process that leaves by os._exit writes the C counters of the coverage
+build first (build.py's rdmaq_mut_gcov_flush), as an exit would.
 """
 import atexit
 import os
+import sys
 
 _dir = os.environ.get("RDMAQ_MUT_COVDIR")
 if _dir:
@@ -35,3 +39,20 @@ if _dir:
             _cov.save()
 
         atexit.register(_save)
+
+    # A fork()ed child's C counters (ring.c's fork count, a child's calls into the
+    # core) are written at exit, which os._exit skips: it writes them first, under
+    # the GCOV_PREFIX of the test that forked it.
+    _os_exit = os._exit
+
+    def _exit(status):
+        ext = sys.modules.get("rdmaq._rdmaq")
+        if ext is not None:
+            try:
+                import ctypes
+                ctypes.CDLL(ext.__file__).rdmaq_mut_gcov_flush()
+            except (OSError, AttributeError):  # not the coverage build
+                pass
+        _os_exit(status)
+
+    os._exit = _exit
