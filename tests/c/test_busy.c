@@ -11,10 +11,13 @@
 
 static uint64_t ran, delayed, slices; /* what the fake schedstat says */
 static int looks;
+static bool unreadable; /* the fake schedstat cannot be read */
 
 bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns, uint64_t *slices_run)
 {
 	looks++;
+	if (unreadable)
+		return false;
 	*ran_ns = ran;
 	*delayed_ns = delayed;
 	*slices_run = slices;
@@ -106,6 +109,20 @@ static void test_the_verdict_after_a_hold_starts_at_the_preemption(void)
 	CHECK(rdmaq_cpu_busy(now + 1 + RDMAQ_BUSY_HOLD_NS));
 }
 
+/* A thread whose schedstat cannot be read is free, whatever it would say. */
+static void test_an_unreadable_schedstat_is_free(void)
+{
+	int64_t now = 70000 * MS;
+
+	ran += 10 * MS;
+	delayed += 60 * MS; /* busy, were it read */
+	unreadable = true;
+	looks = 0;
+	CHECK(!rdmaq_cpu_busy(now) && looks == 1);
+	unreadable = false;
+	CHECK(rdmaq_cpu_busy(now + RDMAQ_BUSY_PERIOD_NS));
+}
+
 int main(void)
 {
 	test_the_verdict_is_the_share_of_runnable_time_spent_waiting();
@@ -113,5 +130,6 @@ int main(void)
 	test_busy_follows_the_growth_since_the_last_verdict();
 	test_a_spin_that_lost_its_cpu_holds_the_thread_busy();
 	test_the_verdict_after_a_hold_starts_at_the_preemption();
+	test_an_unreadable_schedstat_is_free();
 	return check_report("busy");
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Edges of the ring and the shm transport that no Python test reaches: the
- * fork counter in a child, a segment that cannot be mapped, watching pid 1,
- * the reader bitmap of drop_reader past the first 64-bit word, a transport
- * that fetches credit on demand, a try_put while an ABORT record is owed.
+ * fork counter in a child, a segment that cannot be mapped or statted,
+ * watching pid 1, the reader bitmap of drop_reader past the first 64-bit word,
+ * a transport that fetches credit on demand, a try_put while an ABORT record
+ * is owed, an ABORT where a message would start, credit returned in batches.
  * One thread, the shm transport; a writer's ops are swapped for a copy where
  * a transport behaviour (a dead reader, a credit fetch) must be made up.
  */
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,8 +30,9 @@
 
 #define SEC 1000000000LL
 
-/* shm.c's mmap() (linked with --wrap=mmap): the real one, or while mmap_err is set, a failure. */
-static int mmap_err;
+/* shm.c's mmap() and fstat() (linked with --wrap): the real ones, or while
+ * mmap_err or fstat_err is set, a failure. */
+static int mmap_err, fstat_err;
 
 void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
@@ -41,6 +44,18 @@ void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 		return MAP_FAILED;
 	}
 	return __real_mmap(addr, len, prot, flags, fd, off);
+}
+
+int __real_fstat(int fd, struct stat *st);
+int __wrap_fstat(int fd, struct stat *st);
+
+int __wrap_fstat(int fd, struct stat *st)
+{
+	if (fstat_err) {
+		errno = fstat_err;
+		return -1;
+	}
+	return __real_fstat(fd, st);
 }
 
 static const struct rdmaq_config base = {
@@ -88,6 +103,28 @@ static void test_a_segment_that_cannot_be_mapped_fails_the_attach(void)
 	mmap_err = 0;
 	CHECK(ret == -ENOMEM);
 	CHECK(says("cannot map"));
+	if (!ret)
+		rdmaq_reader_destroy(r);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
+/* A reader that cannot stat the segment fails with the stat's error and says so. */
+static void test_a_segment_that_cannot_be_statted_fails_the_attach(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r = NULL;
+	int ret;
+
+	if (rdmaq_shm_writer_create(&w, &base)) {
+		CHECK(!"writer");
+		return;
+	}
+	fstat_err = EIO;
+	ret = rdmaq_shm_reader_attach(&r, rdmaq_shm_writer_name(w), 0, 0);
+	fstat_err = 0;
+	CHECK(ret == -EIO);
+	CHECK(says("cannot stat"));
 	if (!ret)
 		rdmaq_reader_destroy(r);
 	rdmaq_writer_close(w);
@@ -216,6 +253,89 @@ static void test_try_put_declines_while_an_abort_is_owed(void)
 	shm_unpair(w, r);
 }
 
+/* An ABORT record where a message would start (the end of a message the reader
+ * never started): recv skips it and returns the message after it. */
+static void test_recv_skips_an_abort_before_a_message(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_iovec iov = { .base = "z", .len = 1 };
+	char buf[16];
+	uint64_t len = 0;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	w->abort_pending = true; /* the next put sends the ABORT first */
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1 && buf[0] == 'z');
+	shm_unpair(w, r);
+}
+
+/* A reader that returns credit every few records (the verbs reader's way) reads
+ * each message, and what it read frees the ring for the writer. */
+static void test_a_reader_crediting_in_batches_reads_every_message(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	char msg, buf[16];
+	struct rdmaq_iovec iov = { .base = &msg, .len = 1 };
+	uint64_t len;
+	uint32_t i;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	r->credit_batch = 2;
+	for (i = 0; i < base.slots; i++) {
+		msg = (char)('a' + i);
+		CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	}
+	for (i = 0; i < base.slots; i++) {
+		len = 0;
+		CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0);
+		CHECK(len == 1 && buf[0] == (char)('a' + i));
+	}
+	/* no time to wait: the ring is free again */
+	for (i = 0; i < base.slots; i++)
+		CHECK(rdmaq_writer_put(w, &iov, 1, 0) == 0);
+	shm_unpair(w, r);
+}
+
+/* A forked child's close of its parent's writer is a success (0) that leaves the
+ * queue open: the parent's reader still gets the parent's messages. */
+static void test_a_fork_child_closes_the_parents_writer_with_0(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_iovec iov = { .base = "p", .len = 1 };
+	char buf[16];
+	uint64_t len = 0;
+	int status = -1;
+	pid_t pid;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		int ret = rdmaq_writer_close(w);
+
+		rdmaq_reader_destroy(r);
+		rdmaq_writer_destroy(w);
+		exit(ret == 0 ? 0 : 3); /* exit(): coverage is written */
+	}
+	CHECK(pid > 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1 && buf[0] == 'p');
+	shm_unpair(w, r);
+}
+
 /* A forked child's close of its parent's reader is a success (0) that leaves the
  * parent's reader reading: the child tells the writer nothing. */
 static void test_a_fork_child_closes_the_parents_reader_with_0(void)
@@ -329,10 +449,14 @@ int main(void)
 {
 	test_a_fork_child_counts_one_fork();
 	test_a_segment_that_cannot_be_mapped_fails_the_attach();
+	test_a_segment_that_cannot_be_statted_fails_the_attach();
 	test_pid_1_can_be_watched();
 	test_drop_reader_marks_only_that_reader();
 	test_a_full_ring_fetches_credit_before_waiting();
 	test_try_put_declines_while_an_abort_is_owed();
+	test_recv_skips_an_abort_before_a_message();
+	test_a_reader_crediting_in_batches_reads_every_message();
+	test_a_fork_child_closes_the_parents_writer_with_0();
 	test_a_fork_child_closes_the_parents_reader_with_0();
 	test_segment_stale_reports_an_open_failure();
 	test_schedstat_reads_through_descriptor_0();

@@ -2,7 +2,8 @@
 built by tests/c/Makefile and run by tests/c/run.sh.  Among them the edges Python never
 reaches: ring_edges (a fork child's count, a segment that cannot be mapped, drop_reader past
 its first word, try_put while an ABORT is owed, ...), spin_preempted (a spin that loses its
-CPU, on a made-up clock), busy_preempted, reader_nap (the nap to a predicted window)."""
+CPU, on a made-up clock), busy_preempted, reader_nap (the nap to a predicted window), proc_files
+(/proc files that cannot be read)."""
 import os
 import shutil
 import subprocess
@@ -11,7 +12,8 @@ import pytest
 
 TESTS_C = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c")
 UNITS = ["cadence", "wait", "recovery", "cadence_limits", "ring_api", "window", "slice", "busy", "schedstat",
-         "paced", "ring_edges", "spin_preempted", "busy_preempted", "reader_nap"]
+         "paced", "ring_edges", "spin_preempted", "busy_preempted", "reader_nap",
+         "proc_files"]
 
 
 @pytest.mark.parametrize("unit", UNITS)

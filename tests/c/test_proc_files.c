@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The readers of /proc files, on files they cannot use: schedstat.c's (the
+ * thread's schedstat) and shm_proc.c's (a process's start time).  Linked with
+ * --wrap=open: while `stand_in` is set, the /proc file opens as that file of
+ * the test's instead, so each test chooses what the reader finds.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "schedstat.h"
+#include "shm_proc.h"
+
+static const char *stand_in;
+
+int __real_open(const char *path, int flags, ...);
+int __wrap_open(const char *path, int flags, ...);
+
+/* The mode too: the coverage build's gcov writes its files through it. */
+int __wrap_open(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	va_list ap;
+
+	if (flags & O_CREAT) {
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	return __real_open(stand_in ? stand_in : path, flags, mode);
+}
+
+static char file[] = "/tmp/rdmaq-proc-files-XXXXXX";
+
+/* The stand-in holds `text`. */
+static void stand_in_holds(const char *text)
+{
+	FILE *f = fopen(file, "w");
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fputs(text, f);
+	fclose(f);
+	stand_in = file;
+}
+
+/* A line as the kernel writes it: a name with ") " in it, start time 4242 (field 22). */
+#define STAT_LINE "77 (a) b) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 4242 0 0\n"
+
+static void test_a_start_time_is_field_22_after_the_name(void)
+{
+	stand_in_holds(STAT_LINE);
+	CHECK(rdmaq_proc_start_time(77) == 4242);
+	stand_in = NULL;
+	CHECK(rdmaq_proc_start_time(getpid()) > 0);
+}
+
+/* 0 is "unknown": no file, nothing in it, no name's end, too few fields. */
+static void test_a_start_time_that_cannot_be_read_is_0(void)
+{
+	stand_in = "/nonexistent/rdmaq-stat";
+	CHECK(rdmaq_proc_start_time(77) == 0);
+	stand_in_holds("");
+	CHECK(rdmaq_proc_start_time(77) == 0);
+	stand_in_holds("77 (cat");
+	CHECK(rdmaq_proc_start_time(77) == 0);
+	stand_in_holds("77 (cat) S 1 2 3\n");
+	CHECK(rdmaq_proc_start_time(77) == 0);
+	stand_in = NULL;
+}
+
+/* No schedstat (no file, or nothing in it) is no schedstat, not made-up counters. */
+static void test_a_schedstat_that_cannot_be_read_is_none(void)
+{
+	uint64_t ran, delayed, slices;
+
+	stand_in = "/nonexistent/rdmaq-schedstat";
+	CHECK(!rdmaq_thread_schedstat(&ran, &delayed, &slices));
+	stand_in_holds("");
+	CHECK(!rdmaq_thread_schedstat(&ran, &delayed, &slices));
+	stand_in_holds("1 2 3\n");
+	CHECK(rdmaq_thread_schedstat(&ran, &delayed, &slices));
+	CHECK(ran == 1 && delayed == 2 && slices == 3);
+	stand_in = NULL;
+}
+
+int main(void)
+{
+	int fd = mkstemp(file);
+
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return check_report("proc_files");
+	close(fd);
+	test_a_start_time_is_field_22_after_the_name();
+	test_a_start_time_that_cannot_be_read_is_0();
+	test_a_schedstat_that_cannot_be_read_is_none();
+	unlink(file);
+	return check_report("proc_files");
+}
