@@ -116,8 +116,6 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 		/* The window covers every interval seen: what the tail needs. */
 		w->spin_from = due + lo - guard;
 		w->spin_until = due + hi + guard;
-		if (w->spin_until - w->spin_from > budget)
-			w->spin_until = w->spin_from + budget;
 	} else {
 		/* It cannot: spend the budget where most intervals fell, not
 		 * from the shortest one (one stall, or the writer's early
