@@ -38,6 +38,8 @@ def test_demo_runs_and_checks_every_message():
     (["demo", "--size", "2X"], ["--size", "bad size '2X'"]),
     (["demo", "--slot-bytes", "1000"], ["--slot-bytes", "multiple of 64, got 1000"]),
     (["demo", "--slots", "1"], ["--slots", "must be in 2..", "got 1"]),
+    (["demo", "--slots", str((1 << 24) + 1)], ["--slots", "must be in 2..16777216, got 16777217"]),
+    (["demo", "--size", "2G"], ["--size", "must be in 1..1073741824, got 2147483648"]),  # G is 2**30
     (["demo", "--transport", "tcp"], ["--transport", "invalid choice: 'tcp'"]),
     (["demo", "--no-such-flag"], ["unrecognized arguments: --no-such-flag"]),
     (["bench", "--readers", "0"], ["bad readers list"]),

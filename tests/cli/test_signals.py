@@ -86,3 +86,26 @@ def test_a_command_run_in_process_gives_sigterm_back_after_it():
         assert signal.getsignal(signal.SIGTERM) is own
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+QUIET_FIRST_CHILD = """
+import signal
+from rdmaq import cli
+
+# The command's first child, before any multiprocessing object has started the resource
+# tracker: SIGINT raised in the child stays pending (blocked), it raises nothing there.
+p = cli.quiet_spawn_context().Process(target=signal.raise_signal, args=(signal.SIGINT,))
+p.start()
+p.join()
+print(p.exitcode)
+"""
+
+
+def test_the_first_child_started_leaves_ctrl_c_to_the_command_too():
+    """Starting the resource tracker unblocks SIGINT; the first child would otherwise be
+    spawned after that, take the terminal's Ctrl-C and print a KeyboardInterrupt traceback.
+    A fresh process: no tracker runs there yet."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", QUIET_FIRST_CHILD], capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "0\n", "")

@@ -243,11 +243,12 @@ def test_a_verbs_extension_broken_otherwise_is_not_hidden(monkeypatch):
 
 class _Gid:
     def __init__(self, text, gid_type, spelled_by_method):
-        if spelled_by_method:  # newer pyverbs: a method; older ones: only the attribute
+        if spelled_by_method:  # newer pyverbs: a method and the netdev (0: none); older ones: only the attribute
             self.gid_str = lambda: text
+            self.ndev_ifindex = 0
         else:
             self.gid = text
-        self.gid_type, self.ndev_ifindex = gid_type, 0
+        self.gid_type = gid_type
 
 
 class _Context:
@@ -255,8 +256,10 @@ class _Context:
     TABLE = [_Gid("fe80:0000:0000:0000:0000:0000:0000:0001", 1, True), None,
              _Gid("0000:0000:0000:0000:0000:0000:0000:0000", 2, True), _Gid(IPV4_GID, 2, False)]
 
+    opened = []
+
     def __init__(self, name):
-        pass
+        self.opened.append(name)
 
     def __enter__(self):
         return self
@@ -276,19 +279,22 @@ class _Context:
         return self.TABLE[index]
 
 
-def test_the_pyverbs_report_of_a_roce_port(monkeypatch):
+@pytest.mark.parametrize("name", [b"rxe0", "rxe0"])  # bytes from older pyverbs, str from newer ones
+def test_the_pyverbs_report_of_a_roce_port(monkeypatch, name):
     import sys
     import types
     enums = types.SimpleNamespace(IBV_PORT_ACTIVE=4, IBV_PORT_DOWN=1, IBV_PORT_INIT=2, IBV_PORT_ARMED=3,
                                   IBV_LINK_LAYER_ETHERNET=1, IBV_LINK_LAYER_INFINIBAND=0)
     monkeypatch.setitem(sys.modules, "pyverbs", types.SimpleNamespace(enums=enums))
     monkeypatch.setitem(sys.modules, "pyverbs.enums", enums)
-    dev = types.SimpleNamespace(get_device_list=lambda: [types.SimpleNamespace(name=b"rxe0")],
+    dev = types.SimpleNamespace(get_device_list=lambda: [types.SimpleNamespace(name=name)],
                                 Context=_Context, translate_mtu=lambda m: {3: 1024}[m])
+    monkeypatch.setattr(_Context, "opened", [])
     assert doctor.devices_from_pyverbs(dev) == [{"name": "rxe0", "ports": [{
         "port": 1, "state": "ACTIVE", "link_layer": "Ethernet", "active_mtu": 1024,
         "gids": [{"index": 0, "gid": "fe80:0000:0000:0000:0000:0000:0000:0001", "type": "RoCE v1", "netdev": None},
                  {"index": 3, "gid": IPV4_GID, "type": "RoCE v2", "netdev": None}]}]}]
+    assert _Context.opened == ["rxe0"]  # opened by its name as text
 
 
 def test_the_rxe_module_file_is_the_one_modinfo_names(tmp_path, monkeypatch):
