@@ -260,6 +260,22 @@ def test_a_message_of_max_message_bytes_is_taken_and_one_more_refused():
         ring.close()
 
 
+@pytest.mark.parametrize("parts", [[], (), [b"", b""]], ids=["[]", "()", "empty parts"])
+def test_a_list_of_no_bytes_is_one_empty_message(parts):
+    """A list of no buffers (or of empty ones) is a message of 0 bytes, also when the
+    put waits for room (the ring full of empty messages: 2 slots)."""
+    with rdmaq.Writer(1, transport="shm", slot_bytes=128, slots=2) as w, rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=TIMEOUT)
+        w.put(parts, timeout=TIMEOUT)
+        w.put(parts, timeout=TIMEOUT)
+        with pytest.raises(TimeoutError):
+            w.put(parts, timeout=0)  # full
+        assert r.get(timeout=TIMEOUT) == b""
+        w.put(parts, timeout=TIMEOUT)
+        assert [r.get(timeout=TIMEOUT) for _ in range(2)] == [b"", b""]
+        assert w.stats["messages"] == r.stats["messages"] == 3
+
+
 def test_credit_up_to_what_was_sent_is_trusted_and_one_more_is_not(ring):
     credit0 = 64 + 64 + 64  # after hdr, writer wait, attach[1]
     ring.w.put(b"one", timeout=TIMEOUT)  # next_seq 2

@@ -10,6 +10,7 @@ import pytest
 import rdmaq
 from children import TIMEOUT
 from inject import Injector
+from rdmaq import queue
 
 SHORT_S = 5  # never reached when things work
 
@@ -89,6 +90,42 @@ def test_a_wait_without_a_window_runs_no_warm_up():
         w.put(b"one", timeout=TIMEOUT)
         assert r.get(timeout=TIMEOUT) == b"one"
         assert calls == []
+
+
+class _NapPlansAWindow:
+    """A reader's C library whose nap says it planned a cadence window, as it does for a
+    steady writer on an idle machine (which a test cannot count on)."""
+
+    def __init__(self, lib):
+        self._lib = lib
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def rdmaq_reader_nap(self, ptr, timeout_ns):
+        rc = self._lib.rdmaq_reader_nap(ptr, timeout_ns)
+        return rc if rc < 0 else 1
+
+
+@pytest.mark.parametrize("warm", ["own", "default", "off", "off by variable"])
+def test_a_get_that_napped_to_a_window_warms_up_as_asked(monkeypatch, warm):
+    """README: a reader warms up before a cadence window: its own callable (warm=f),
+    rdmaq's warm-up (warm=True, the default), or not at all (warm=False, RDMAQ_WARM=0)."""
+    calls = []
+    rdmaq_warm_up = queue._warm_up
+    monkeypatch.setattr(queue, "_warm_up", lambda: (calls.append("rdmaq"), rdmaq_warm_up()))
+    monkeypatch.delenv("RDMAQ_WARM", raising=False)
+    kw = {"own": {"warm": lambda: calls.append("own")}, "off": {"warm": False}}.get(warm, {})
+    if warm == "off by variable":
+        monkeypatch.setenv("RDMAQ_WARM", "0")
+    with rdmaq.Writer(1, transport="shm") as w, rdmaq.Reader(w.handle, 0, **kw) as r:
+        w.wait_ready(timeout=TIMEOUT)
+        monkeypatch.setattr(r, "_lib", _NapPlansAWindow(r._lib))
+        with pytest.raises(TimeoutError):
+            r.get(timeout=0)  # nothing there: it naps, then warms up, then times out
+        w.put(b"one", timeout=TIMEOUT)
+        assert r.get(timeout=TIMEOUT) == b"one"  # there already: no nap
+        assert calls == {"own": ["own"], "default": ["rdmaq"]}.get(warm, [])
 
 
 def _handler_runs_as_it_starts(monkeypatch, endpoint, method, handler):

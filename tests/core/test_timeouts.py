@@ -176,3 +176,15 @@ def test_a_timeout_past_146_years_waits_for_ever(pair):
     assert r.get(timeout=1e10) == b"there"
     w.put(b"again", timeout=2.0**62 / 1e9)
     assert r.get(timeout=2.0**62 / 1e9) == b"again"
+
+
+def test_a_timeout_within_the_clock_s_range_is_a_deadline():
+    """README: only a timeout beyond the clock's range (2**62 ns, ~146 years) waits for
+    ever; one within it, a century say, reaches the core as that many nanoseconds."""
+    from rdmaq.queue import _timeout_ns
+    range_s = 2**62 // 10**9
+    century_s = 100 * 365 * 86400
+    assert _timeout_ns(century_s) == century_s * 10**9
+    assert 0 < _timeout_ns(range_s - 1) < 2**62
+    assert _timeout_ns(range_s) == -1
+    assert _timeout_ns(range_s + 1) == -1

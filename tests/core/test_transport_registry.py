@@ -2,6 +2,7 @@
 rdmaq.transport.Transport.  This test module is one: "relay", the shm transport
 underneath with a handle info of its own, registered for each test's duration."""
 import pickle
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -68,3 +69,41 @@ def test_auto_takes_the_first_available_in_table_order(registry):
     assert rdmaq.resolve_transport("auto") == NAME  # "missing" does not load: skipped
     with pytest.raises(ValueError, match="transport 'missing' is not available: No module named"):
         rdmaq.Writer(1, transport="missing")
+
+
+class _Recorded:
+    """A relay backend whose release (Backend.close) is written down in ``released``."""
+
+    def __init__(self, inner, role, released):
+        self._inner, self._role, self._released = inner, role, released
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def close(self):
+        self._released.append(self._role)
+        self._inner.close()
+
+
+def test_closing_an_endpoint_releases_its_transport_backend_once(registry, monkeypatch):
+    """Backend.close (what the transport holds beyond the C object) is called by the
+    endpoint's close(), once: not before, not again by a second close()."""
+    released = []
+    module = sys.modules[__name__]
+    make_writer, make_reader = module.create_writer, module.attach_reader
+    monkeypatch.setattr(module, "create_writer",
+                        lambda config, **o: _Recorded(make_writer(config, **o), "writer", released))
+    monkeypatch.setattr(module, "attach_reader",
+                        lambda h, index, spin_ns: _Recorded(make_reader(h, index, spin_ns), "reader", released))
+    w = rdmaq.Writer(1, transport=NAME)
+    r = rdmaq.Reader(w.handle, 0)
+    w.put(b"relayed", timeout=30)
+    assert r.get(timeout=30) == b"relayed"
+    assert released == []
+    r.close()
+    assert released == ["reader"]
+    w.close()
+    assert released == ["reader", "writer"]
+    r.close()
+    w.close()
+    assert released == ["reader", "writer"]

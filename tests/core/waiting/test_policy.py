@@ -6,6 +6,8 @@ import pytest
 import rdmaq
 from rdmaq import queue
 
+FREE_SPIN_NS = 20_000_000  # README: up to RDMAQ_FREE_SPIN_US, default 20000
+
 
 @pytest.fixture
 def cpus(monkeypatch):
@@ -17,11 +19,11 @@ def cpus(monkeypatch):
 def test_auto_spins_where_the_queue_fits_the_cpus(cpus, monkeypatch):
     monkeypatch.delenv("RDMAQ_FREE_SPIN_US", raising=False)
     cpus(16)
-    assert queue._free_spin_ns("auto", 8) == queue.DEFAULT_FREE_SPIN_US * 1000
-    assert queue._free_spin_ns("auto", 15) == queue.DEFAULT_FREE_SPIN_US * 1000
+    assert queue._free_spin_ns("auto", 8) == FREE_SPIN_NS
+    assert queue._free_spin_ns("auto", 15) == FREE_SPIN_NS
     assert queue._free_spin_ns("auto", 16) == 0  # 16 readers and a writer on 16 CPUs
     cpus(2)
-    assert queue._free_spin_ns("auto", 1) == queue.DEFAULT_FREE_SPIN_US * 1000
+    assert queue._free_spin_ns("auto", 1) == FREE_SPIN_NS
     assert queue._free_spin_ns("auto", 8) == 0
 
 
