@@ -3,11 +3,13 @@
  * The public C API's contract where the Python layer never goes: calls in
  * the wrong order or on a closed endpoint, a buffer too small or of the
  * wrong size, each configuration limit at its boundary, the counters, a put
- * of no iovecs, a message cut off by close, cancel's wake-up.
+ * of no iovecs, a message cut off by close, cancel's wake-up, a message
+ * longer than the ring filling all of it, segment names already taken.
  * One thread, the shm transport, a writer and its reader in one process.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,6 +67,24 @@ int __wrap_ftruncate(int fd, off_t len)
 		return -1;
 	}
 	return __real_ftruncate(fd, len);
+}
+
+/*
+ * shm_open as shm.c meets it (linked with --wrap): while names_taken is set,
+ * that many creates find their name taken (a squatter's), as O_EXCL reports it.
+ */
+static int names_taken;
+
+int __real_shm_open(const char *name, int oflag, mode_t mode);
+
+int __wrap_shm_open(const char *name, int oflag, mode_t mode)
+{
+	if (names_taken && (oflag & O_CREAT)) {
+		names_taken--;
+		errno = EEXIST;
+		return -1;
+	}
+	return __real_shm_open(name, oflag, mode);
 }
 
 /* This process's segments in /dev/shm. */
@@ -402,6 +422,58 @@ static void test_a_message_cut_off_by_close_is_not_peeked_again(void)
 	rdmaq_writer_destroy(w);
 }
 
+/*
+ * A message longer than the ring streams through it: before it waits for the
+ * reader, the put fills every slot.  The reader that comes later finds all of
+ * that there, without waiting.
+ */
+static void test_a_message_longer_than_the_ring_fills_it_before_waiting(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char big[8 * 1024], got[sizeof(big)];
+	struct rdmaq_iovec iov = { .base = big, .len = sizeof(big) };
+	uint64_t len = 0;
+	size_t landed = 0;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	memset(big, 0xa5, sizeof(big));
+	memset(got, 0, sizeof(got));
+	CHECK(rdmaq_writer_put(w, &iov, 1, 1000000) == -ETIMEDOUT);
+	CHECK(rdmaq_reader_peek(r, &len, 0) == 0 && len == sizeof(big));
+	CHECK(rdmaq_reader_read(r, got, sizeof(got), 0) == -ETIMEDOUT);
+	for (size_t i = 0; i < sizeof(got); i++)
+		landed += got[i] == big[i];
+	CHECK(landed == (size_t)base.slots * w->payload);
+	shm_unpair(w, r);
+}
+
+/*
+ * A segment name already taken costs a fresh name: 15 taken, the 16th is
+ * free, and the writer is made; after 16 taken the create gives up, with the
+ * reason, and leaves nothing behind.
+ */
+static void test_names_taken_cost_a_retry_each_up_to_16(void)
+{
+	struct rdmaq_writer *w;
+	int before = my_segments(), ret;
+
+	names_taken = 15;
+	ret = rdmaq_shm_writer_create(&w, &base);
+	CHECK(ret == 0 && names_taken == 0);
+	if (!ret)
+		rdmaq_writer_destroy(w);
+	names_taken = 16;
+	CHECK(create_with(base) == -EEXIST && says("cannot create shared memory /rdmaq-") &&
+	      says("File exists"));
+	CHECK(names_taken == 0);
+	names_taken = 0;
+	CHECK(my_segments() == before);
+}
+
 static const struct rdmaq_reader_ops *transport_ops;
 static int interrupts;
 
@@ -450,5 +522,7 @@ int main(void)
 	test_a_reader_that_consumed_nothing_sends_no_credit();
 	test_a_message_cut_off_by_close_is_not_peeked_again();
 	test_cancel_wakes_the_transport();
+	test_a_message_longer_than_the_ring_fills_it_before_waiting();
+	test_names_taken_cost_a_retry_each_up_to_16();
 	return check_report("ring_api");
 }

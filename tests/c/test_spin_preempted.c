@@ -3,11 +3,13 @@
  * A spin that loses its CPU, made up: the waiter's clock is frozen, and the
  * condition moves it past the preemption gap (200 µs) at one look, as a
  * thread descheduled there would see it.  What the waiter counts then is
- * checked, never timed.  And deadlines at the clock's zero: passed already.  Linked with this file's rdmaq_cpu_busy(): the
+ * checked, never timed.  And deadlines at the clock's zero: passed already;
+ * a blocked wait's periodic return for signal handlers, on the main thread only.  Linked with this file's rdmaq_cpu_busy(): the
  * machine's load must not decide whether a wait spins here.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -245,6 +247,63 @@ static void test_a_cancelled_waiter_returns_without_spinning_or_sleeping(void)
 	CHECK(stats.spins == 0 && stats.sleeps == 0);
 }
 
+/* A live peer that sends nothing: each block sleeps out its timeout. */
+static int quiet_blocks;
+
+static int quiet_block(void *ep, int64_t timeout_ns)
+{
+	(void)ep;
+	frozen_ns += timeout_ns;
+	quiet_blocks++;
+	return 1;
+}
+
+static int nothing_lands(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+static const struct rdmaq_wait_ops quiet_ops = FAKE_WAIT_OPS(quiet_block);
+
+struct blocked_wait {
+	int ret, blocks;
+};
+
+/* A wait that asks to come back for signal handlers, 2.5 peer checks long. */
+static void *wait_blocked(void *arg)
+{
+	struct blocked_wait *bw = arg;
+	struct rdmaq_waiter wt;
+
+	rdmaq_waiter_init(&wt, &quiet_ops, NULL, 0, &stats);
+	wt.slice.want_ns = 0;
+	wt.eintr_on_main_thread = true;
+	quiet_blocks = 0;
+	bw->ret = rdmaq_wait(&wt, nothing_lands, NULL, frozen_ns + 5 * RDMAQ_PEER_CHECK_NS / 2);
+	bw->blocks = quiet_blocks;
+	return NULL;
+}
+
+/*
+ * Signal handlers run on the main thread: a blocked wait there returns -EINTR
+ * at its first peer check; on another thread it blocks on to its deadline.
+ */
+static void test_only_the_main_thread_returns_for_signal_handlers(void)
+{
+	struct blocked_wait on_main, on_other;
+	pthread_t t;
+
+	memset(&stats, 0, sizeof(stats));
+	frozen_ns = rdmaq_now_ns();
+	wait_blocked(&on_main);
+	CHECK(on_main.ret == -EINTR && on_main.blocks == 1);
+	CHECK(pthread_create(&t, NULL, wait_blocked, &on_other) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	frozen_ns = 0;
+	CHECK(on_other.ret == -ETIMEDOUT && on_other.blocks == 3);
+}
+
 int main(void)
 {
 	test_a_spin_preempted_before_its_message_counts_a_preemption();
@@ -254,5 +313,6 @@ int main(void)
 	test_a_message_found_at_the_peer_check_wins_over_a_dead_peer();
 	test_a_cancelled_waiter_returns_without_spinning_or_sleeping();
 	test_a_deadline_before_the_window_takes_no_nap();
+	test_only_the_main_thread_returns_for_signal_handlers();
 	return check_report("spin_preempted");
 }

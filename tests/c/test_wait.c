@@ -118,6 +118,23 @@ static void test_no_spin_budget_never_spins(void)
 }
 
 /*
+ * A spin set by rdmaq_waiter_configure (the writer's, created with none) holds
+ * from the next wait on: a message a few µs of looking away is spun for.
+ */
+static void test_a_configured_spin_takes_effect_at_the_next_wait(void)
+{
+	struct rdmaq_wait_config wc = { .spin_ns = SPIN_MAX_NS };
+	struct rdmaq_waiter wt;
+
+	memset(&stats, 0, sizeof(stats));
+	rdmaq_waiter_init(&wt, &fake_ops, &msg, 0, &stats);
+	CHECK(rdmaq_waiter_configure(&wt, &wc) == 0);
+	one_wait(&wt, 200);
+	/* A spin that lost its CPU gives up on purpose. */
+	CHECK((stats.spins == 1 && stats.sleeps == 0) || stats.preempted);
+}
+
+/*
  * The spin reads the clock once every 64 looks, so a spin that runs out of its
  * budget has looked a whole number of 64 rounds: to the floor's 1 µs it still
  * looks 64 times, never just once.
@@ -519,6 +536,7 @@ int main(void)
 	test_waits_that_block_shrink_the_spin_to_the_minimum();
 	test_a_spin_that_finds_its_message_never_blocks();
 	test_no_spin_budget_never_spins();
+	test_a_configured_spin_takes_effect_at_the_next_wait();
 	test_a_spin_looks_at_the_clock_every_64_rounds();
 	test_a_spin_that_ends_late_doubles_its_budget();
 	test_a_wait_at_its_deadline_times_out_without_blocking();
