@@ -24,7 +24,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("vllm")
 
-from observe import in_thread  # noqa: E402
+import numpy as np  # noqa: E402
+
+from observe import blocked_call, in_thread  # noqa: E402
 from rdmaq.vllm import _geometry  # noqa: E402
 from rdmaq.vllm import queue as rq  # noqa: E402
 from rdmaq.vllm.placement import Seat, seat  # noqa: E402
@@ -43,9 +45,11 @@ def _loopback(monkeypatch):
     monkeypatch.delenv("RDMAQ_VLLM_RING_BYTES", raising=False)
 
 
-def _pair():
-    w = MQ(1, 1, connect_ip="127.0.0.1", max_chunk_bytes=1 << 20, max_chunks=4)
-    r = MQ.create_from_handle(w.export_handle(), 0)
+def _pair(n_local=1, max_chunk_bytes=1 << 20, max_chunks=4):
+    """A writer and its one reader, local (n_local 1: the ring) or remote (0: ZMQ), ready."""
+    w = MQ(1, n_local, connect_ip="127.0.0.1", max_chunk_bytes=max_chunk_bytes,
+           max_chunks=max_chunks)
+    r = MQ.create_from_handle(w.export_handle(), 0 if n_local else -1)
     t = threading.Thread(target=w.wait_until_ready)
     t.start()
     r.wait_until_ready()
@@ -495,3 +499,179 @@ def test_a_remote_reader_left_open_is_not_closed_at_interpreter_exit():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "closed at exit" not in out.stdout
+
+
+# ---------------------------------------------------------- shutdown cancels
+@pytest.mark.parametrize("n_local", [1, 0], ids=["ring reader", "zmq reader"])
+def test_after_shutdown_a_message_readable_took_is_cancelled_like_every_read(n_local):
+    """readable() keeps the message it took for the next dequeue(); once the reader is shut
+    down, readable(), dequeue() and spin_until_readable() all raise vLLM's "cancelled",
+    that kept message is not handed out."""
+    w, r = _pair(n_local)
+    try:
+        w.enqueue("taken")
+        r.spin_until_readable([], time.monotonic() + 60)
+        assert r.readable()
+        r.shutdown()
+        for call in (r.readable, lambda: r.dequeue(timeout=0),
+                     lambda: r.spin_until_readable([], time.monotonic() + 60)):
+            with pytest.raises(RuntimeError, match="^cancelled$"):
+                call()
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+@pytest.mark.parametrize("n_local", [1, 0], ids=["ring reader", "zmq reader"])
+def test_shutdown_from_another_thread_ends_spin_until_readable_with_cancelled(n_local):
+    """EngineCore's poll of a response queue: a spin_until_readable() with a far deadline
+    and nothing pending ends when the queue is shut down, with "cancelled"."""
+    w, r = _pair(n_local)
+    try:
+        th, box = in_thread(lambda: r.spin_until_readable([], time.monotonic() + 3600))
+        r.shutdown()
+        th.join(timeout=30)
+        assert not th.is_alive()
+        assert isinstance(box.get("error"), RuntimeError) and str(box["error"]) == "cancelled", box
+    finally:
+        w.shutdown()
+
+
+def test_one_enqueue_blocked_on_a_full_ring_ends_cancelled_at_shutdown_and_sends_nothing():
+    """An enqueue waiting for ring space when shutdown() comes from another thread raises
+    "cancelled" itself (not only the enqueue after it) and is not counted as sent."""
+    w, r = _pair(max_chunk_bytes=4096, max_chunks=2)
+    try:
+        sent = 0
+        with pytest.raises(TimeoutError):
+            while True:
+                w.enqueue(sent, timeout=0)
+                sent += 1
+        th, box = blocked_call(w._writer, lambda: w.enqueue("blocked"), "an enqueue on a full ring")
+        w.shutdown()
+        th.join(timeout=30)
+        assert not th.is_alive()
+        assert isinstance(box.get("error"), RuntimeError) and str(box["error"]) == "cancelled", box
+        assert w.rdmaq_stats()["messages"] == sent
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+def test_enqueue_on_a_closed_ring_writer_says_cancelled():
+    """The ring writer closed under the queue: enqueue() raises vLLM's "cancelled", as
+    readable() and dequeue() do on a closed reader."""
+    w, r = _pair()
+    try:
+        w._writer.close()
+        with pytest.raises(RuntimeError, match="^cancelled$"):
+            w.enqueue("late")
+        assert w.rdmaq_stats()["messages"] == 0
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+# ------------------------------------------------------ out-of-band ownership
+def test_out_of_band_buffers_of_a_message_read_in_the_readers_scratch_are_the_callers_own(
+        monkeypatch):
+    """Short messages are read into a scratch buffer the reader reuses.  With an out-of-band
+    threshold below the scratch size, such a message carries out-of-band buffers: the arrays
+    built on them are the caller's, and a later message does not overwrite them."""
+    monkeypatch.setattr(rq, "OOB_MIN_BYTES", 4096)
+    w, r = _pair()
+    try:
+        w.enqueue(np.full(8192, 1, dtype=np.uint8))
+        first = r.dequeue(timeout=10)
+        w.enqueue(np.full(8192, 2, dtype=np.uint8))
+        second = r.dequeue(timeout=10)
+        np.testing.assert_array_equal(first, 1)
+        np.testing.assert_array_equal(second, 2)
+        assert first.flags.writeable
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+# ------------------------------------------------- spin_until_readable slices
+def test_spin_until_readable_waits_in_slices_of_readable_wait_s_looking_at_pending_between(
+        monkeypatch):
+    """Each wait is at most READABLE_WAIT_S, the last one what is left to the deadline, and
+    the caller's input queue is looked at before each: 2.5 ms in all (each look costing
+    1 us) are waits of 1, 1 and 0.498 ms, then one look without waiting past the deadline."""
+    clock = _Clock()
+    monkeypatch.setattr(rq, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    asked = []
+
+    def take(timeout):
+        asked.append(timeout)
+        assert len(asked) < 10, "spin_until_readable did not stop at its deadline"
+        clock.now += timeout + 1e-6
+        return False
+
+    me = types.SimpleNamespace(_rdmaq=True, _take=take)
+    MQ.spin_until_readable(me, [], 0.0025)
+    assert asked == pytest.approx([rq.READABLE_WAIT_S, rq.READABLE_WAIT_S, 0.000498, 0.0])
+
+    class Pending:  # the caller's input queue: a request arrives after two slices
+        def __len__(self):
+            return int(len(asked) >= 2)
+
+    asked.clear()
+    MQ.spin_until_readable(me, Pending(), clock.now + 3600.0)
+    assert asked == [rq.READABLE_WAIT_S, rq.READABLE_WAIT_S]
+
+
+# ------------------------------------------------ single-reader process groups
+@pytest.mark.parametrize("per_node, rank, reader_rank, local", [
+    ("assigned", 1, 0, True),
+    ("assigned", 0, 0, True),  # the reader's rank writes a queue too (to itself)
+    ("assigned", 2, 0, False),
+    ("assigned", 2, 3, True),
+    ("platform", 3, 0, True),
+    ("platform", 4, 0, False),
+])
+def test_single_reader_queues_are_read_on_the_ring_on_the_readers_node_and_over_zmq_off_it(
+        monkeypatch, per_node, rank, reader_rank, local):
+    """create_from_process_group_single_reader: each rank writes a queue of one reader; that
+    reader reads the ring when its rank is on the writer's node (GPUs per node: the assigned
+    GPUs, 2 here, or else the platform's device count, 4 here) and vLLM's ZMQ path
+    otherwise.  The ring has the geometry asked for, and the handles are gathered on the
+    reader's rank, into a list of the group's size, from every rank."""
+    import vllm.platforms
+    import vllm.platforms.interface as platform_interface
+
+    monkeypatch.setattr(platform_interface, "get_assigned_physical_gpu_ids",
+                        lambda: [4, 5] if per_node == "assigned" else None)
+    monkeypatch.setattr(vllm.platforms, "_current_platform",
+                        types.SimpleNamespace(device_count=lambda: 4))
+    monkeypatch.setattr(rq.dist, "get_rank", lambda group=None: rank)
+    pg = object()
+    monkeypatch.setattr(rq.dist, "get_world_size", lambda group=None: 6 if group is pg else -1)
+    gathers = []
+
+    def gather_object(obj, object_gather_list=None, dst=0, group=None):
+        gathers.append((dst, group, None if object_gather_list is None else len(object_gather_list)))
+        if object_gather_list is not None:
+            object_gather_list[:] = [obj] * len(object_gather_list)
+
+    monkeypatch.setattr(rq.dist, "gather_object", gather_object)
+    w, handles = MQ.create_from_process_group_single_reader(pg, 1 << 16, 3, reader_rank=reader_rank)
+    r = MQ.create_from_handle(w.export_handle(), 0)
+    try:
+        assert gathers == [(reader_rank, pg, 6 if rank == reader_rank else None)]
+        assert handles == ([w.export_handle()] * 6 if rank == reader_rank else [])
+        assert (w.n_local_reader, w.n_remote_reader) == ((1, 0) if local else (0, 1))
+        assert (r._is_local_reader, r._is_remote_reader) == (local, not local)
+        st = w.rdmaq_stats()
+        ring = _geometry.ring_geometry(1 << 16, 3) if local else (None, None)
+        assert (st["slot_bytes"], st["slots"], st["remote"]) == (*ring, None if local else "zmq")
+        th, box = in_thread(w.wait_until_ready)
+        r.wait_until_ready()
+        th.join(timeout=30)
+        assert not th.is_alive() and "error" not in box, box
+        w.enqueue(("from", rank))
+        assert r.dequeue(timeout=10) == ("from", rank)
+    finally:
+        r.shutdown()
+        w.shutdown()
