@@ -675,3 +675,40 @@ def test_single_reader_queues_are_read_on_the_ring_on_the_readers_node_and_over_
     finally:
         r.shutdown()
         w.shutdown()
+
+
+# ------------------------------------------------------------- remote readers
+def test_a_zmq_reader_and_its_writer_count_each_message_and_its_bytes():
+    """Over vLLM's ZMQ path the writer counts what it pickled (stream and out-of-band
+    buffers) and the remote reader the frames it got: the same bytes, message for message."""
+    objs = ["abc", np.arange((1 << 20) // 8, dtype=np.int64)]
+    pickled = [rq._serializer().pickle(o) for o in objs]
+    assert pickled[-1].buffers
+    w, r = _pair(n_local=0)
+    try:
+        for o in objs:
+            w.enqueue(o)
+            np.testing.assert_array_equal(r.dequeue(timeout=10), o)
+        nbytes = sum(p.stream_bytes + sum(b.nbytes for b in p.buffers) for p in pickled)
+        ws, rs = w.rdmaq_stats(), r.rdmaq_stats()
+        assert (ws["messages"], ws["bytes"], rs["messages"], rs["bytes"]) == (2, nbytes, 2, nbytes)
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+@pytest.mark.parametrize("remote", ["zmq", "ring"])
+def test_a_remote_reader_has_vllms_remote_role_attributes(monkeypatch, remote):
+    """A reader on another node has vLLM's remote-reader attributes (not local, no local
+    rank: -1), also when it reads a slot of the ring."""
+    monkeypatch.setenv("RDMAQ_VLLM_REMOTE", remote)
+    w = MQ(1, 0, connect_ip="127.0.0.1", remote_reader_ranks=[5])
+    r = MQ.create_from_handle(w.export_handle(), 5)
+    try:
+        assert (r._reader is not None) == (remote == "ring")
+        assert (r._is_writer, r._is_local_reader, r._is_remote_reader, r.local_reader_rank) == (
+            False, False, True, -1)
+        assert (r.n_local_reader, r.n_remote_reader) == (0, 1)
+    finally:
+        r.shutdown()
+        w.shutdown()
