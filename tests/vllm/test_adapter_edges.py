@@ -712,3 +712,30 @@ def test_a_remote_reader_has_vllms_remote_role_attributes(monkeypatch, remote):
     finally:
         r.shutdown()
         w.shutdown()
+
+
+def test_a_queue_left_open_is_not_closed_at_interpreter_exit():
+    """As for a remote reader's sockets: a queue's finalizer is not an atexit hook, so at exit
+    (where vLLM's own atexit handlers may still use the queue) its endpoints stay open."""
+    code = ("import os\n"
+            "from rdmaq.vllm import queue as rq\n"
+            "rq._close_endpoints = lambda *a: os.write(1, b'closed at exit')\n"
+            "keep = rq.RdmaqMessageQueue(1, 1, max_chunk_bytes=1 << 20, max_chunks=4)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "closed at exit" not in out.stdout
+
+
+def test_a_writer_of_local_readers_alone_exports_vllms_handle_for_that(caplog):
+    """No remote readers: the handle has no subscribe address and, as vLLM's, is not IPv6;
+    and without enable_shm_tensor_arena nothing is said about the arena."""
+    with caplog.at_level(logging.INFO, logger="vllm.rdmaq"):
+        w = MQ(2, 2, max_chunk_bytes=1 << 20, max_chunks=4)
+    try:
+        h = w.export_handle()
+        assert (h.remote_subscribe_addr, h.remote_addr_ipv6, h.local_reader_ranks) == (None, False, [0, 1])
+        assert (h.ring_remote_ranks, h.n_remote_reader, h.ring.n_readers) == (None, 0, 2)
+        assert "rdmaq MessageQueue writer: 2 readers (2 local)" in caplog.text
+        assert "enable_shm_tensor_arena" not in caplog.text
+    finally:
+        w.shutdown()
