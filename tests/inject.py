@@ -16,12 +16,13 @@ RDMAQ_DIR = os.path.dirname(os.path.abspath(rdmaq.__file__)) + os.sep
 
 
 class Injector:
-    """After ``arm(n)``, raise KeyboardInterrupt at the n-th point (a C function's
+    """After ``arm(n)``, raise ``exc`` (KeyboardInterrupt) at the n-th point (a C function's
     return, a Python function's start) in rdmaq's code; ``fired`` says whether it did."""
 
-    def __init__(self):
+    def __init__(self, exc=KeyboardInterrupt):
         self.n = 0
         self.fired = False
+        self.exc = exc  # what the handler raises
 
     def arm(self, n):
         self.n, self.fired = n, False
@@ -37,14 +38,14 @@ class Injector:
         if self.n == 0:
             self.fired = True
             sys.setprofile(None)
-            raise KeyboardInterrupt
+            raise self.exc
 
     def call(self, n, fn):
         """fn() with the n-th point raising: ("raised", None) or ("returned", its value)."""
         self.arm(n)
         try:
             return "returned", fn()
-        except KeyboardInterrupt:
+        except self.exc:
             return "raised", None
         finally:
             self.disarm()

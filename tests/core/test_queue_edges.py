@@ -184,8 +184,11 @@ def test_a_long_message_the_writer_gave_up_while_a_reader_read_it_is_dropped():
             t.join(TIMEOUT)
         assert got == {0: b"next", 1: b"next"}
         w.put(b"after", timeout=SHORT_S)
+        immediate = a.stats["immediate"], b.stats["immediate"]
         assert a.get(timeout=SHORT_S) == b"after"
         assert b.get(timeout=SHORT_S) == b"after"
+        # nothing of the dropped message left behind: a message there is taken at once
+        assert (a.stats["immediate"], b.stats["immediate"]) == (immediate[0] + 1, immediate[1] + 1)
 
 
 def test_drop_reader_takes_only_an_index_below_n_readers():

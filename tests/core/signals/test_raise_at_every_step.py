@@ -61,6 +61,66 @@ def test_get_raising_at_every_step_takes_nothing(message, method):
             pytest.fail(f"{method} still met a point to raise at after {MAX_STEPS}")
 
 
+class _HandlerError(Exception):
+    """What a signal handler may raise besides KeyboardInterrupt (an Exception)."""
+
+
+def _next_get(r):
+    """r.get() as a caller goes on: a _HandlerError held from the last call comes first."""
+    try:
+        return r.get(timeout=SHORT_S)
+    except _HandlerError:
+        return r.get(timeout=SHORT_S)
+
+
+@pytest.mark.parametrize("message", [SMALL, LARGE], ids=["small", "large"])
+def test_get_raising_an_exception_at_every_step_takes_nothing(message):
+    """get() has no loading of its own to fail: a handler's Exception (not only a
+    KeyboardInterrupt) anywhere in it leaves the message for the next get."""
+    injector = Injector(_HandlerError)
+    with rdmaq.Writer(1, transport="shm", slot_bytes=4096, slots=128) as w, \
+            rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=SHORT_S)
+        r.wait_ready(timeout=SHORT_S)
+        for n in range(1, MAX_STEPS):
+            w.put(message, timeout=SHORT_S)
+            w.put(b"marker", timeout=SHORT_S)
+            outcome, got = injector.call(n, lambda: r.get(timeout=SHORT_S))
+            if outcome == "raised":
+                got = _next_get(r)
+            assert got == message, (n, outcome)
+            assert _next_get(r) == b"marker", (n, outcome)
+            if not injector.fired:
+                break
+        else:
+            pytest.fail(f"get still met a point to raise at after {MAX_STEPS}")
+
+
+def test_after_a_raising_get_of_a_long_message_the_next_one_there_is_taken_at_once():
+    """Wherever a handler's exception lands in a get of a long message (read into a
+    buffer of its own), once a get has returned it, a message already there is taken
+    by the hot path again (one C call, the GIL kept: stats["immediate"])."""
+    injector = Injector()
+    with rdmaq.Writer(1, transport="shm", slot_bytes=4096, slots=128) as w, \
+            rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=SHORT_S)
+        r.wait_ready(timeout=SHORT_S)
+        for n in range(1, MAX_STEPS):
+            w.put(LARGE, timeout=SHORT_S)
+            outcome, got = injector.call(n, lambda: r.get(timeout=SHORT_S))
+            if outcome == "raised":
+                got = next_call(lambda: r.get(timeout=SHORT_S))
+            assert got == LARGE, (n, outcome)
+            w.put(b"marker", timeout=SHORT_S)
+            immediate = r.stats["immediate"]
+            assert next_call(lambda: r.get(timeout=SHORT_S)) == b"marker", (n, outcome)
+            assert r.stats["immediate"] == immediate + 1, (n, outcome)
+            if not injector.fired:
+                break
+        else:
+            pytest.fail(f"get still met a point to raise at after {MAX_STEPS}")
+
+
 def _held_put(injector, w, r):
     """Find a point after which put returns and holds the exception: put's
     message delivered before it (then read)."""
