@@ -77,6 +77,18 @@ def test_ring_bytes_may_be_as_small_as_one_4_kib_slot(monkeypatch):
         _geometry.ring_geometry(100, 1)
 
 
+def test_a_queue_built_without_max_chunks_has_vllms_default_number_of_slots():
+    """A drop-in keeps vLLM's constructor defaults: without max_chunks a ring of small
+    chunks has vLLM's default number of them as slots (more than the floor of 8)."""
+    default = inspect.signature(VllmMessageQueue.__init__).parameters["max_chunks"].default
+    w = MQ(1, 1, max_chunk_bytes=4096, connect_ip="127.0.0.1")
+    try:
+        st = w.rdmaq_stats()
+        assert (st["slot_bytes"], st["slots"]) == _geometry.ring_geometry(4096, default) == (4096, default)
+    finally:
+        w.shutdown()
+
+
 def test_a_queue_built_without_max_chunk_bytes_sizes_its_ring_for_vllms_default(monkeypatch):
     """A drop-in keeps vLLM's constructor defaults: without max_chunk_bytes the ring is sized
     for vLLM's default chunk (24 MiB), visible when the ring cap does not hide it."""
@@ -630,6 +642,7 @@ def test_spin_until_readable_waits_in_slices_of_readable_wait_s_looking_at_pendi
     ("assigned", 2, 3, True),
     ("platform", 3, 0, True),
     ("platform", 4, 0, False),
+    ("assigned", 0, None, True),  # reader_rank left out: vLLM's default, rank 0
 ])
 def test_single_reader_queues_are_read_on_the_ring_on_the_readers_node_and_over_zmq_off_it(
         monkeypatch, per_node, rank, reader_rank, local):
@@ -637,7 +650,8 @@ def test_single_reader_queues_are_read_on_the_ring_on_the_readers_node_and_over_
     reader reads the ring when its rank is on the writer's node (GPUs per node: the assigned
     GPUs, 2 here, or else the platform's device count, 4 here) and vLLM's ZMQ path
     otherwise.  The ring has the geometry asked for, and the handles are gathered on the
-    reader's rank, into a list of the group's size, from every rank."""
+    reader's rank, into a list of the group's size, from every rank; the queue is returned
+    without waiting for its reader (blocking is False unless asked)."""
     import vllm.platforms
     import vllm.platforms.interface as platform_interface
 
@@ -656,7 +670,9 @@ def test_single_reader_queues_are_read_on_the_ring_on_the_readers_node_and_over_
             object_gather_list[:] = [obj] * len(object_gather_list)
 
     monkeypatch.setattr(rq.dist, "gather_object", gather_object)
-    w, handles = MQ.create_from_process_group_single_reader(pg, 1 << 16, 3, reader_rank=reader_rank)
+    chosen = {} if reader_rank is None else {"reader_rank": reader_rank}
+    reader_rank = 0 if reader_rank is None else reader_rank
+    w, handles = MQ.create_from_process_group_single_reader(pg, 1 << 16, 3, **chosen)
     r = MQ.create_from_handle(w.export_handle(), 0)
     try:
         assert gathers == [(reader_rank, pg, 6 if rank == reader_rank else None)]
