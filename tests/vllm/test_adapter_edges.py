@@ -755,3 +755,29 @@ def test_a_writer_of_local_readers_alone_exports_vllms_handle_for_that(caplog):
         assert "enable_shm_tensor_arena" not in caplog.text
     finally:
         w.shutdown()
+
+
+def test_a_dequeue_timeout_of_zero_or_less_looks_without_sleeping():
+    """vLLM reads a negative timeout as 0: a look at the ring that does not sleep (the ring
+    reader's sleep count stays), then TimeoutError."""
+    w, r = _pair()
+    try:
+        before = r._reader.stats["sleeps"]
+        for timeout in (-1, 0, -0.5):
+            with pytest.raises(TimeoutError):
+                r.dequeue(timeout=timeout)
+        assert r._reader.stats["sleeps"] == before
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
+def test_a_reader_says_at_debug_level_where_it_attached(caplog):
+    """Each reader's attach is in the debug log: its role and its rank."""
+    with caplog.at_level(logging.DEBUG, logger="vllm.rdmaq"):
+        w, r = _pair()
+    try:
+        assert "rdmaq MessageQueue local reader attached (rank 0)" in caplog.text
+    finally:
+        r.shutdown()
+        w.shutdown()
