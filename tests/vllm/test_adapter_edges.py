@@ -469,6 +469,28 @@ def test_a_long_wait_warns_once_per_interval_that_passed(monkeypatch):
     assert len(warned) == 3
 
 
+def test_a_long_wait_waits_in_slices_of_one_warning_interval(monkeypatch):
+    """Without a deadline, each slice of the wait lasts until the next warning is due: one
+    interval each (10 s), not slices that shrink to nothing once the first has passed."""
+    clock = _Clock()
+    monkeypatch.setattr(rq, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(rq._sb, "VLLM_RINGBUFFER_WARNING_INTERVAL", 10)
+    warned = []
+    monkeypatch.setattr(rq._sb, "logger", types.SimpleNamespace(info=lambda *a: warned.append(a)))
+    slices = []
+
+    def get(timeout=None):
+        slices.append(timeout)
+        if len(slices) > 3:
+            return "message"
+        clock.now += timeout  # a slice that times out has lasted its timeout
+        raise TimeoutError
+
+    me = types.SimpleNamespace(shutting_down=False)
+    assert MQ._wait(me, get, None, False) == "message"
+    assert slices == [10, 10, 10, 10] and len(warned) == 3
+
+
 def test_a_wait_for_ever_goes_on_after_a_timed_out_slice(monkeypatch):
     """No deadline (timeout None), indefinite: a slice that times out is waited again."""
     clock = _Clock()
