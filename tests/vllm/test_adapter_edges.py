@@ -227,6 +227,30 @@ def test_with_an_external_writer_handle_the_writer_rank_reads_that_queue_and_pas
             mq.shutdown()
 
 
+def test_a_blocking_group_queue_is_ready_when_it_is_returned(one_node):
+    """create_from_process_group(blocking=True), on the writer's rank: the queue it returns has
+    waited for its reader, whose wait_until_ready therefore ends without another call on the
+    writer.  The reader rank attaches as the handle is broadcast."""
+    readers = []
+
+    class Broadcast(_Group):
+        def broadcast_obj(self, obj, src):
+            r = MQ.create_from_handle(obj, 1)  # the reader rank's side of the handshake
+            readers.append((r, *in_thread(r.wait_until_ready)))
+            return super().broadcast_obj(obj, src)
+
+    w = MQ.create_from_process_group(Broadcast(0, 2), 1 << 20, 4, writer_rank=0)
+    (r, th, box), = readers
+    try:
+        th.join(timeout=30)
+        assert not th.is_alive() and "error" not in box, box
+        w.enqueue("ready")
+        assert r.dequeue(timeout=10) == "ready"
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
 def test_a_blocking_single_reader_queue_is_ready_when_it_is_returned(monkeypatch):
     """create_from_process_group_single_reader(blocking=True), on a writer rank: the queue it
     returns has waited for its reader, whose wait_until_ready therefore ends without another
