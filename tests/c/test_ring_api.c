@@ -3,8 +3,9 @@
  * The public C API's contract where the Python layer never goes: calls in
  * the wrong order or on a closed endpoint, a buffer too small or of the
  * wrong size, each configuration limit at its boundary, the counters, a put
- * of no iovecs, a message cut off by close, cancel's wake-up, a message
- * longer than the ring filling all of it, segment names already taken.
+ * of no iovecs, a message cut off by close, cancel's wake-up, a wake-up rung
+ * before its sleeper blocks, a message longer than the ring filling all of
+ * it, segment names already taken.
  * One thread, the shm transport, a writer and its reader in one process.
  */
 #include <dirent.h>
@@ -507,6 +508,36 @@ static void test_cancel_wakes_the_transport(void)
 	shm_unpair(w, r);
 }
 
+/*
+ * A wake-up rung between a sleeper's announcement (prepare) and its block is
+ * not lost: the doorbell moved since the sleeper read it, so the block
+ * returns at once as woken (0), not at the end of its timeout (1).  Driven
+ * step by step on one thread through the reader's own wait ops.
+ */
+static void test_a_wake_before_the_block_is_not_lost(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_stats ws;
+	const struct rdmaq_wait_ops *ops;
+	char buf[8];
+	uint64_t len;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	ops = r->waiter.ops;
+	CHECK(ops->prepare(r->waiter.ep) == 0);
+	CHECK(put(w, "x", 1) == 0); /* sees the reader sleeping: rings its doorbell */
+	rdmaq_writer_stats(w, &ws);
+	CHECK(ws.wakeups == 1);
+	CHECK(ops->block(r->waiter.ep, SEC) == 0);
+	ops->finish(r->waiter.ep);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 0) == 0 && len == 1);
+	shm_unpair(w, r);
+}
+
 int main(void)
 {
 	test_calls_on_closed_endpoints();
@@ -522,6 +553,7 @@ int main(void)
 	test_a_reader_that_consumed_nothing_sends_no_credit();
 	test_a_message_cut_off_by_close_is_not_peeked_again();
 	test_cancel_wakes_the_transport();
+	test_a_wake_before_the_block_is_not_lost();
 	test_a_message_longer_than_the_ring_fills_it_before_waiting();
 	test_names_taken_cost_a_retry_each_up_to_16();
 	return check_report("ring_api");

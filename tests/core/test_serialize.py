@@ -132,6 +132,17 @@ def test_non_contiguous_tensor_takes_torch_s_own_path():
     assert torch.equal(got, t)
 
 
+def test_tensor_that_requires_grad_takes_torch_s_own_path():
+    """A CPU tensor that requires grad is not sent as raw bytes (they would come back
+    as a plain tensor): torch's own reducer sends it, and it comes back requiring grad."""
+    torch = pytest.importorskip("torch")
+    t = torch.arange(1 << 18, dtype=torch.float32).requires_grad_()  # contiguous, 1 MiB
+    parts = serialize.dumps({"t": t})
+    assert _n_oob(parts) == 0
+    got = serialize.loads(_message(parts))["t"]
+    assert got.requires_grad and torch.equal(got.detach(), t.detach())
+
+
 def test_message_is_pickle_protocol_5_behind_a_header():
     parts = serialize.dumps({"k": 1})
     msg = _message(parts)
