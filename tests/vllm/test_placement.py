@@ -94,6 +94,18 @@ def test_a_rank_without_a_seat_is_an_error():
         seat(5, [0], None, has_zmq=False)
 
 
+def test_a_remote_ring_reader_of_rank_0_is_that_rank_alone():
+    """Rank 0 may read remotely (another rank writes): a ring whose one remote reader is rank 0
+    seats rank 0 after the local readers and refuses any other rank."""
+    p = _place(2, 1, local=[1], remote=[0], mode="ring")
+    assert p.ring_remote_ranks == [0]
+    mine = seat(0, p.local_reader_ranks, p.ring_remote_ranks, has_zmq=False)
+    assert (mine.kind, mine.index) == ("ring", 1)
+    with pytest.raises(ValueError, match=r"rank 3 is neither a local reader \(\[1\]\) nor a "
+                                         r"remote ring reader \(\[0\]\)"):
+        seat(3, p.local_reader_ranks, p.ring_remote_ranks, has_zmq=False)
+
+
 def _queues():
     """Every small queue: local and remote reader counts, remote ranks known or not."""
     for n_local, n_remote in itertools.product(range(4), range(4)):
