@@ -294,6 +294,30 @@ static void test_the_budget_goes_where_most_intervals_fall(void)
 	CHECK(w.spin_until >= t + 2 * US + MS + 100 * US);
 }
 
+/*
+ * Steps of 1.00 ms (4), 1.18 ms (3) and 1.30 ms (3): wider than the budget
+ * (1/6 of 1.18 ms), so the window goes to the most steps that fit inside it
+ * with a guard either side.  1.00 and 1.18 ms (7) fit in the budget only
+ * without the guards; 1.18 and 1.30 ms (6) fit with them, and get the window.
+ */
+static void test_the_budget_goes_to_the_most_steps_that_fit_between_the_guards(void)
+{
+	static const int64_t steps[] = { MS, 1180 * US, 1300 * US };
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t, due;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, 1, MS, 2 * US);
+	for (int i = 0; i < 10; i++)
+		t = feed(&c, t, 1, steps[i % 3], 2 * US);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	due = t + 2 * US; /* the last stamp, in the reader's clock */
+	CHECK(w.spin_from <= due + 1180 * US - RDMAQ_CAD_GUARD_NS);
+	CHECK(w.spin_until >= due + 1300 * US + RDMAQ_CAD_GUARD_NS);
+	CHECK(w.spin_from > due + MS); /* the 1 ms steps are left out */
+}
+
 static void test_far_means_even_the_shortest_interval_is_far(void)
 {
 	struct rdmaq_cadence c;
@@ -366,6 +390,7 @@ int main(void)
 	test_the_sorted_history_follows_the_ring();
 	test_a_stall_does_not_move_the_window_off_the_rhythm();
 	test_the_budget_goes_where_most_intervals_fall();
+	test_the_budget_goes_to_the_most_steps_that_fit_between_the_guards();
 	test_far_means_even_the_shortest_interval_is_far();
 	test_due_spans_ns_beyond_the_shortest_and_the_longest_interval();
 	test_far_is_the_shortest_interval_ns_away_or_more();

@@ -4,10 +4,13 @@
  * fork counter in a child, a segment that cannot be mapped or statted,
  * watching pid 1, the reader bitmap of drop_reader past the first 64-bit word,
  * a transport that fetches credit on demand, a try_put while an ABORT record
- * is owed, an ABORT where a message would start, credit returned in batches.
+ * is owed and after it went out, an ABORT where a message would start, credit
+ * returned in batches, a reader dropped twice, a sleeper other than reader 0,
+ * a writer created while errno says EEXIST.
  * One thread, the shm transport; a writer's ops are swapped for a copy where
  * a transport behaviour (a dead reader, a credit fetch) must be made up.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -190,6 +193,38 @@ static void test_drop_reader_marks_only_that_reader(void)
 	}
 }
 
+/* A reader dropped already is nothing more to do: dropping it again returns 0. */
+static void test_dropping_a_dropped_reader_again_returns_0(void)
+{
+	struct rdmaq_reader *r[2];
+	struct rdmaq_config cfg = base;
+	struct rdmaq_writer_ops ops;
+	struct rdmaq_writer *w;
+	uint32_t i;
+
+	cfg.n_readers = 2;
+	if (rdmaq_shm_writer_create(&w, &cfg)) {
+		CHECK(!"writer");
+		return;
+	}
+	for (i = 0; i < cfg.n_readers; i++)
+		CHECK(rdmaq_shm_reader_attach(&r[i], rdmaq_shm_writer_name(w), i, 0) == 0);
+	CHECK(rdmaq_writer_wait_ready(w, SEC) == 0);
+	ops = *w->ops;
+	ops.reader_dead = fake_reader_dead;
+	w->ops = &ops;
+	dead_index = 1;
+	CHECK(rdmaq_writer_drop_reader(w, 1) == 0);
+	CHECK(rdmaq_writer_drop_reader(w, 1) == 0);
+	CHECK(rdmaq_writer_dropped(w, 1));
+	for (i = 0; i < cfg.n_readers; i++) {
+		rdmaq_reader_close(r[i]);
+		rdmaq_reader_destroy(r[i]);
+	}
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
 /* A transport whose readers hold their credit lazily (verbs): refresh_credit
  * fetches it.  Here the fetch finds the reader has read everything. */
 static int refreshes;
@@ -250,6 +285,31 @@ static void test_try_put_declines_while_an_abort_is_owed(void)
 	CHECK(rdmaq_writer_put(w, &small, 1, SEC) == 0);
 	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == -ECONNABORTED);
 	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1 && buf[0] == 'y');
+	shm_unpair(w, r);
+}
+
+/* The ABORT record owed goes out once: after the put that sent it, try_put
+ * sends again. */
+static void test_try_put_sends_again_once_the_owed_abort_went_out(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char big[8 * 1024], buf[8 * 1024];
+	struct rdmaq_iovec iov = { .base = big, .len = sizeof(big) };
+	struct rdmaq_iovec small = { .base = "y", .len = 1 };
+	uint64_t len;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	CHECK(rdmaq_writer_put(w, &iov, 1, 1000000) == -ETIMEDOUT); /* cut short: ABORT owed */
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 1000000) == -ETIMEDOUT);
+	CHECK(rdmaq_writer_put(w, &small, 1, SEC) == 0); /* the ABORT, then the message */
+	CHECK(rdmaq_writer_try_put(w, &small, 1) == 0);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == -ECONNABORTED);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1);
 	shm_unpair(w, r);
 }
 
@@ -381,6 +441,73 @@ static void test_segment_stale_reports_an_open_failure(void)
 	CHECK(rdmaq_shm_segment_stale("rdmaq-no-such-segment") == 0);
 }
 
+/* A put wakes every reader that sleeps, not only reader 0: with reader 1 alone
+ * asleep, the put wakes one peer. */
+static void test_a_put_wakes_a_sleeping_reader_other_than_reader_0(void)
+{
+	struct rdmaq_reader *r[2];
+	struct rdmaq_config cfg = base;
+	struct rdmaq_iovec iov = { .base = "s", .len = 1 };
+	struct rdmaq_writer *w;
+	uint32_t i;
+
+	cfg.n_readers = 2;
+	if (rdmaq_shm_writer_create(&w, &cfg)) {
+		CHECK(!"writer");
+		return;
+	}
+	for (i = 0; i < cfg.n_readers; i++)
+		CHECK(rdmaq_shm_reader_attach(&r[i], rdmaq_shm_writer_name(w), i, 0) == 0);
+	CHECK(rdmaq_writer_wait_ready(w, SEC) == 0);
+	/* reader 1 about to block on the doorbell, as its wait marks itself */
+	__atomic_store_n(&w->credits[1].sleeping, 1, __ATOMIC_RELEASE);
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	CHECK(w->stats.wakeups == 1);
+	__atomic_store_n(&w->credits[1].sleeping, 0, __ATOMIC_RELEASE);
+	for (i = 0; i < cfg.n_readers; i++) {
+		rdmaq_reader_close(r[i]);
+		rdmaq_reader_destroy(r[i]);
+	}
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+}
+
+/* Segments in /dev/shm named as this process's writers name theirs. */
+static int own_segments(void)
+{
+	char prefix[32];
+	struct dirent *e;
+	DIR *d = opendir("/dev/shm");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	snprintf(prefix, sizeof(prefix), "rdmaq-%d-", (int)getpid());
+	while ((e = readdir(d)))
+		n += !strncmp(e->d_name, prefix, strlen(prefix));
+	closedir(d);
+	return n;
+}
+
+/* A writer created while errno happens to say EEXIST makes one segment: only a
+ * create that found its name taken tries another. */
+static void test_a_stale_eexist_in_errno_makes_no_extra_segment(void)
+{
+	struct rdmaq_writer *w;
+	int before = own_segments();
+
+	CHECK(before >= 0);
+	errno = EEXIST;
+	if (rdmaq_shm_writer_create(&w, &base)) {
+		CHECK(!"writer");
+		return;
+	}
+	CHECK(own_segments() == before + 1);
+	rdmaq_writer_close(w);
+	rdmaq_writer_destroy(w);
+	CHECK(own_segments() == before);
+}
+
 /* The thread's schedstat is read even when its file opens as descriptor 0. */
 static void test_schedstat_reads_through_descriptor_0(void)
 {
@@ -452,13 +579,17 @@ int main(void)
 	test_a_segment_that_cannot_be_statted_fails_the_attach();
 	test_pid_1_can_be_watched();
 	test_drop_reader_marks_only_that_reader();
+	test_dropping_a_dropped_reader_again_returns_0();
 	test_a_full_ring_fetches_credit_before_waiting();
 	test_try_put_declines_while_an_abort_is_owed();
+	test_try_put_sends_again_once_the_owed_abort_went_out();
 	test_recv_skips_an_abort_before_a_message();
 	test_a_reader_crediting_in_batches_reads_every_message();
 	test_a_fork_child_closes_the_parents_writer_with_0();
 	test_a_fork_child_closes_the_parents_reader_with_0();
 	test_segment_stale_reports_an_open_failure();
+	test_a_put_wakes_a_sleeping_reader_other_than_reader_0();
+	test_a_stale_eexist_in_errno_makes_no_extra_segment();
 	test_schedstat_reads_through_descriptor_0();
 	test_schedstat_reads_the_whole_first_field();
 	test_a_reader_closed_and_gone_before_ready_does_not_fail_the_writer();

@@ -435,6 +435,17 @@ def test_a_segment_without_the_queue_prefix_is_never_stale(shm_names):
     assert lib.rdmaq_shm_segment_stale(name.encode()) == 0
 
 
+def test_a_segment_of_the_longest_name_allowed_is_judged_stale(shm_names):
+    """The stale check opens a segment whose name has all 200 characters: one of a
+    dead writer is stale."""
+    name = "rdmaq-" + "s" * (lib.RDMAQ_SHM_NAME_MAX - 6)
+    shm_names.append(name)
+    with open(os.path.join(SHM, name), "wb") as f:
+        f.write(HDR.pack(MAGIC, VERSION, 1, 1024, 8, _dead_pid(), 1 << 20, 1, _layout(1, 1024, 8), 0))
+        f.truncate(_layout(1, 1024, 8))
+    assert lib.rdmaq_shm_segment_stale(name.encode()) == 1
+
+
 def test_a_segment_without_the_magic_is_never_stale_whatever_its_writer_pid(forge):
     dead = _dead_pid()
     assert lib.rdmaq_shm_segment_stale(forge(pid=dead).info.name.encode()) == 1  # with the magic: stale

@@ -6,7 +6,7 @@ the dead reader's credit no longer counts, the put that raised sent nothing
 import pytest
 
 import rdmaq
-from children import TIMEOUT, sleepy_reader, start
+from children import TIMEOUT, attached_reader, sleepy_reader, start
 from observe import kill_stopped
 
 SLOTS = 8
@@ -70,3 +70,18 @@ def test_drop_reader_checks_its_index(transport):
         assert w.dead_readers() == []
         w.put(b"x", timeout=TIMEOUT)
         assert r0.get(timeout=TIMEOUT) == b"x"
+
+
+def test_a_reader_dead_before_ready_fails_the_writer_s_wait_ready(procs, results, shm_names):
+    """A reader that attached and then died fails the writer's wait for ready with
+    PeerDeadError naming it, while another reader has not attached yet."""
+    w = rdmaq.Writer(2, transport="shm")
+    shm_names.append(w.handle.info.name)
+    victim = start(attached_reader, w.handle, 0, results)
+    procs.append(victim)
+    assert results.get(timeout=TIMEOUT)[1] == "attached"
+    kill_stopped(victim)
+    victim.join(TIMEOUT)
+    # reader 1 never comes: the dead reader, not a timeout, ends the wait
+    with w, pytest.raises(rdmaq.PeerDeadError, match=rf"reader 0 \(pid {victim.pid}\) died"):
+        w.wait_ready(timeout=TIMEOUT / 4)
