@@ -6,12 +6,14 @@
  * a transport that fetches credit on demand, a try_put while an ABORT record
  * is owed and after it went out, an ABORT where a message would start, credit
  * returned in batches, a reader dropped twice, a sleeper other than reader 0,
- * a writer created while errno says EEXIST.
+ * a writer created while errno says EEXIST, a segment made under the name of
+ * a writer after it unlinked it.
  * One thread, the shm transport; a writer's ops are swapped for a copy where
  * a transport behaviour (a dead reader, a credit fetch) must be made up.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -508,6 +510,30 @@ static void test_a_stale_eexist_in_errno_makes_no_extra_segment(void)
 	CHECK(own_segments() == before);
 }
 
+/* The writer unlinks its name once, when the queue is ready: a segment made
+ * under that name afterwards is not the writer's, and outlives it. */
+static void test_a_segment_made_under_the_name_after_ready_outlives_the_writer(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	char path[RDMAQ_SHM_NAME_MAX + 16];
+	int fd;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	snprintf(path, sizeof(path), "/dev/shm/%s", rdmaq_shm_writer_name(w));
+	CHECK(access(path, F_OK) != 0); /* unlinked at ready */
+	fd = open(path, O_CREAT | O_EXCL | O_RDWR, 0600);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	shm_unpair(w, r);
+	CHECK(access(path, F_OK) == 0);
+	unlink(path);
+}
+
 /* The thread's schedstat is read even when its file opens as descriptor 0. */
 static void test_schedstat_reads_through_descriptor_0(void)
 {
@@ -590,6 +616,7 @@ int main(void)
 	test_segment_stale_reports_an_open_failure();
 	test_a_put_wakes_a_sleeping_reader_other_than_reader_0();
 	test_a_stale_eexist_in_errno_makes_no_extra_segment();
+	test_a_segment_made_under_the_name_after_ready_outlives_the_writer();
 	test_schedstat_reads_through_descriptor_0();
 	test_schedstat_reads_the_whole_first_field();
 	test_a_reader_closed_and_gone_before_ready_does_not_fail_the_writer();
