@@ -90,9 +90,90 @@ static void test_a_new_reader_backs_off_after_a_preempted_window(void)
 	shm_unpair(w, r);
 }
 
+/* A nap with a message already there has nothing to wait for: 0, no window planned. */
+static void test_a_nap_with_a_message_there_returns_0_and_plans_nothing(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_iovec iov = { .base = "m", .len = 1 };
+	struct rdmaq_stats rs;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	feed_cadence(r);
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	CHECK(rdmaq_reader_nap(r, 10 * SEC) == 0);
+	CHECK(!r->planned);
+	rdmaq_reader_stats(r, &rs);
+	CHECK(rs.naps == 0);
+	shm_unpair(w, r);
+}
+
+/*
+ * The cadence predicts where messages start, not the records of one: a
+ * reader waiting for the rest of a message blocks for it, and does not nap to
+ * the next message's window.
+ */
+static void test_the_rest_of_a_message_is_waited_for_without_a_nap(void)
+{
+	static char big[16 * 1024], buf[16 * 1024];
+	struct rdmaq_iovec iov = { .base = big, .len = sizeof(big) };
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_stats rs;
+	uint64_t len;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	feed_cadence(r);
+	/* longer than the ring: the first records go, then the put times out */
+	CHECK(rdmaq_writer_put(w, &iov, 1, MS) == -ETIMEDOUT);
+	/* the window of the next message is ~100 ms away, well before this deadline */
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 300 * MS) == -ETIMEDOUT);
+	rdmaq_reader_stats(r, &rs);
+	CHECK(rs.naps == 0);
+	shm_unpair(w, r);
+}
+
+/*
+ * The get after a nap spins in the window that nap planned, not in one of its
+ * own: a planned window still ahead of the get is napped to first.
+ */
+static void test_the_get_after_a_nap_waits_in_the_planned_window(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_stats rs;
+	char buf[16];
+	uint64_t len;
+	int64_t now;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	now = rdmaq_now_ns();
+	r->window.sleep_until = now + 20 * MS;
+	r->window.spin_from = now + 20 * MS;
+	r->window.spin_until = now + 21 * MS;
+	r->planned = true;
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 100 * MS) == -ETIMEDOUT);
+	CHECK(!r->planned);
+	rdmaq_reader_stats(r, &rs);
+	CHECK(rs.naps == 1);
+	shm_unpair(w, r);
+}
+
 int main(void)
 {
 	test_a_nap_to_the_window_plans_the_next_get();
 	test_a_new_reader_backs_off_after_a_preempted_window();
+	test_a_nap_with_a_message_there_returns_0_and_plans_nothing();
+	test_the_rest_of_a_message_is_waited_for_without_a_nap();
+	test_the_get_after_a_nap_waits_in_the_planned_window();
 	return check_report("reader_nap");
 }
