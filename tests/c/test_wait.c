@@ -271,6 +271,29 @@ static void test_a_busy_cpu_counts_once_per_get(void)
 }
 
 /*
+ * A get whose message landed after its nap, so that no wait followed, was
+ * counted by its nap; the next get counts for itself: once per get.
+ */
+static void test_a_get_that_did_not_wait_leaves_the_next_get_its_count(void)
+{
+	struct rdmaq_cad_window win;
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	rdmaq_cadence_init(&cad);
+	cpu_busy = true;
+	msg = (struct message){ .due = 0 };
+	CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_landed, &msg, -1, &win) == 0);
+	CHECK(stats.busy == 1);
+	msg = (struct message){ .due = 0 }; /* the next get: its nap, then its wait */
+	CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_landed, &msg, -1, &win) == 0);
+	CHECK(rdmaq_wait_next(&wt, &cad, NULL, message_landed, &msg, -1) == 0);
+	CHECK(stats.busy == 2 && stats.sleeps == 1);
+	cpu_busy = false;
+}
+
+/*
  * On an oversubscribed CPU a wait blocks at once; with a busy-spin budget
  * (RDMAQ_BUSY_SPIN_US) it spins first, and a message that comes within the
  * budget is taken without blocking.  The budget is fixed: blocked waits do
@@ -542,6 +565,7 @@ int main(void)
 	test_a_wait_at_its_deadline_times_out_without_blocking();
 	test_a_spin_that_reads_its_deadline_times_out_there();
 	test_a_busy_cpu_counts_once_per_get();
+	test_a_get_that_did_not_wait_leaves_the_next_get_its_count();
 	test_a_busy_cpu_spins_only_with_a_busy_spin_budget();
 	test_a_busy_spin_budget_leaves_an_idle_cpu_alone();
 	test_the_busy_spin_budget_comes_from_the_environment();
