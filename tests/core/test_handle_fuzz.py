@@ -250,3 +250,12 @@ def test_shm_handle_of_another_boot(shm_writer):
     info = dataclasses.replace(h.info, boot_id="0" * 36)
     with pytest.raises(rdmaq.QueueNotFoundError, match="boot_id"):
         rdmaq.Reader(_with(h, info=info), 0)
+
+
+def test_a_boot_id_of_up_to_64_characters_is_well_formed(shm_writer):
+    """info.boot_id may have up to 64 characters: one of 64 is another host's (its queue
+    is not here), one of 65 is a corrupt handle naming the field."""
+    h = shm_writer.handle()
+    with pytest.raises(rdmaq.QueueNotFoundError, match="boot_id"):
+        rdmaq.Reader(_with(h, info=dataclasses.replace(h.info, boot_id="0" * 64)), 0)
+    _expect_refused(_with(h, info=dataclasses.replace(h.info, boot_id="0" * 65)), 0, "info.boot_id")

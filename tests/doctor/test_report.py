@@ -306,6 +306,17 @@ def test_the_rxe_module_file_is_the_one_modinfo_names(tmp_path, monkeypatch):
     assert doctor.rxe_status()["module_file"] == "/made/up/rdma_rxe.ko.xz"
 
 
+def test_what_a_failing_modinfo_prints_is_no_module_file(tmp_path, monkeypatch):
+    """modinfo's answer counts only when it exits 0: one that fails, whatever it printed
+    on stdout, names no module (a made-up kernel without a module tree: none found)."""
+    modinfo = tmp_path / "modinfo"
+    modinfo.write_text("#!/bin/sh\necho /made/up/rdma_rxe.ko.xz\nexit 1\n")
+    modinfo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(doctor.platform, "release", lambda: "9.9.9-made-up")  # no /lib/modules/9.9.9-made-up
+    assert doctor.rxe_status()["module_file"] is None
+
+
 def test_without_an_answer_from_modinfo_the_module_is_found_under_lib_modules(tmp_path, monkeypatch):
     # a modinfo that knows no rdma_rxe, and a made-up kernel's module tree
     modinfo = tmp_path / "modinfo"
@@ -422,6 +433,16 @@ def test_a_pyverbs_that_fails_falls_back_to_sysfs_and_says_why(pyverbs_imports, 
     rep = doctor.collect()
     assert (rep["source"], rep["devices"]) == ("sysfs", SYSFS_DEVICES)
     assert rep["notes"] == ["pyverbs failed ([Errno 95] Operation not supported); read sysfs instead"]
+
+
+def test_the_report_carries_the_waiting_policy_this_machine_suits(pyverbs_imports, monkeypatch):
+    """collect() puts waiting_policy()'s answer for this machine in the report, with its
+    reason and the CPU quota it saw (a quota: "efficient" on any machine)."""
+    monkeypatch.setattr(doctor, "devices_from_pyverbs", lambda dev: [])
+    monkeypatch.setattr(doctor, "cpu_quota", lambda: 1.5)
+    rep = doctor.collect()
+    _, why = doctor.waiting_policy(rep["scheduler"]["cpus"], 1.5, True)
+    assert rep["waiting_policy"] == {"suits": "efficient", "why": why, "cpu_quota": 1.5}
 
 
 def test_the_json_report_is_indented_by_two_spaces(monkeypatch, capsys):

@@ -78,6 +78,26 @@ def test_scheduler_says_why_a_thread_cannot_have_a_short_slice():
         "the kernel ignores sched_runtime for SCHED_OTHER threads (custom slices need Linux 6.12 or later)")
 
 
+def test_a_short_slice_the_probe_grants_has_no_reason_against_it(monkeypatch):
+    """Where the probe says yes, short_slice_why is None: an error message the C core
+    kept from an earlier failure in this thread is not reported as a reason."""
+    import rdmaq._rdmaq
+    real = rdmaq._rdmaq.lib
+
+    class ProbeSaysYes:
+        def rdmaq_sched_slice_probe(self, slice_ns):
+            return 1
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    assert real.rdmaq_sched_slice_probe(1) < 0  # out of range: leaves an error message behind
+    assert rdmaq._rdmaq.ffi.string(real.rdmaq_errmsg())
+    monkeypatch.setattr(rdmaq._rdmaq, "lib", ProbeSaysYes())
+    sch = doctor.scheduler()
+    assert (sch["short_slice"], sch["short_slice_why"]) == (True, None)
+
+
 def _quota(monkeypatch, cpu_max):
     """cpu_quota() in a cgroup /box whose cpu.max reads ``cpu_max``."""
     def fake_open(path, *a, **kw):

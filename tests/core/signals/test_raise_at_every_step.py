@@ -121,6 +121,31 @@ def test_after_a_raising_get_of_a_long_message_the_next_one_there_is_taken_at_on
             pytest.fail(f"get still met a point to raise at after {MAX_STEPS}")
 
 
+def test_a_get_raising_after_it_dropped_a_long_message_the_writer_gave_up_takes_nothing():
+    """A long message the writer gave up part way (its put timed out), which a get had
+    started to read, is dropped by the next get; wherever a handler's exception lands
+    in that get, the get after it returns the message that followed, whole."""
+    injector = Injector()
+    with rdmaq.Writer(1, transport="shm", slot_bytes=4096, slots=16) as w, \
+            rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=SHORT_S)
+        r.wait_ready(timeout=SHORT_S)
+        for n in range(1, MAX_STEPS):
+            with pytest.raises(TimeoutError):
+                w.put(LARGE, timeout=0.05)  # the ring fills with its start: nobody reads yet
+            with pytest.raises(TimeoutError):
+                next_call(lambda: r.get(timeout=0.05))  # reads that start, then waits for the rest
+            w.put(b"next", timeout=SHORT_S)  # its ABORT record first, in the room the get made
+            outcome, got = injector.call(n, lambda: r.get(timeout=SHORT_S))
+            if outcome == "raised":
+                got = next_call(lambda: r.get(timeout=SHORT_S))
+            assert got == b"next", (n, outcome)
+            if not injector.fired:
+                break
+        else:
+            pytest.fail(f"get still met a point to raise at after {MAX_STEPS}")
+
+
 def _held_put(injector, w, r):
     """Find a point after which put returns and holds the exception: put's
     message delivered before it (then read)."""

@@ -88,3 +88,24 @@ def test_a_writer_whose_cpu_others_want_never_spins_for_room(one_busy_cpu):
         assert after["spins"] == before["spins"]
         assert after["busy"] - before["busy"] == 3
         r.close()
+
+
+def test_a_writer_that_may_not_spin_does_not_judge_its_cpu(one_busy_cpu):
+    """A writer with no spin budget (spin_us=0) has no spin to hold back: its waits for
+    room on a CPU others want block without asking whether it is busy (stats["busy"]
+    stays 0, where a writer that may spin counts each wait)."""
+    with rdmaq.Writer(1, transport="shm", slot_bytes=1024, slots=2, spin_us=0) as w:
+        r = rdmaq.Reader(w.handle, 0)
+        w.wait_ready(timeout=TIMEOUT)
+        for i in range(2):
+            w.put(b"%d" % i, timeout=TIMEOUT)
+
+        def full_puts():
+            for _ in range(4):
+                with pytest.raises(TimeoutError):
+                    w.put(b"no room", timeout=0.05)
+            return dict(w.stats)
+
+        after = _pinned(one_busy_cpu, full_puts)
+        assert after["spins"] == 0 and after["busy"] == 0
+        r.close()
