@@ -304,7 +304,7 @@ def _sweep_result_module():
 
 
 sweep_result = _sweep_result_module()
-FRESH_SAMPLE = "docs/mutation/fresh-2026-12-04.json"  # the fresh sample docs/testing.md reports
+FRESH_SAMPLE = "docs/mutation/fresh-2026-12-05.json"  # the fresh sample docs/testing.md reports
 
 
 def fresh_sample() -> str:
