@@ -92,8 +92,8 @@ static void test_a_fork_child_counts_one_fork(void)
 	CHECK(rdmaq_fork_count() == before);
 }
 
-/* A reader that cannot map the segment fails with the map's error and says so. */
-static void test_a_segment_that_cannot_be_mapped_fails_the_attach(void)
+/* A reader whose attach meets `err` where *fault is read fails with it and says `what`. */
+static void check_attach_fails(int *fault, int err, const char *what)
 {
 	struct rdmaq_writer *w;
 	struct rdmaq_reader *r = NULL;
@@ -103,37 +103,27 @@ static void test_a_segment_that_cannot_be_mapped_fails_the_attach(void)
 		CHECK(!"writer");
 		return;
 	}
-	mmap_err = ENOMEM;
+	*fault = err;
 	ret = rdmaq_shm_reader_attach(&r, rdmaq_shm_writer_name(w), 0, 0);
-	mmap_err = 0;
-	CHECK(ret == -ENOMEM);
-	CHECK(says("cannot map"));
+	*fault = 0;
+	CHECK(ret == -err);
+	CHECK(says(what));
 	if (!ret)
 		rdmaq_reader_destroy(r);
 	rdmaq_writer_close(w);
 	rdmaq_writer_destroy(w);
 }
 
+/* A reader that cannot map the segment fails with the map's error and says so. */
+static void test_a_segment_that_cannot_be_mapped_fails_the_attach(void)
+{
+	check_attach_fails(&mmap_err, ENOMEM, "cannot map");
+}
+
 /* A reader that cannot stat the segment fails with the stat's error and says so. */
 static void test_a_segment_that_cannot_be_statted_fails_the_attach(void)
 {
-	struct rdmaq_writer *w;
-	struct rdmaq_reader *r = NULL;
-	int ret;
-
-	if (rdmaq_shm_writer_create(&w, &base)) {
-		CHECK(!"writer");
-		return;
-	}
-	fstat_err = EIO;
-	ret = rdmaq_shm_reader_attach(&r, rdmaq_shm_writer_name(w), 0, 0);
-	fstat_err = 0;
-	CHECK(ret == -EIO);
-	CHECK(says("cannot stat"));
-	if (!ret)
-		rdmaq_reader_destroy(r);
-	rdmaq_writer_close(w);
-	rdmaq_writer_destroy(w);
+	check_attach_fails(&fstat_err, EIO, "cannot stat");
 }
 
 /* Only pids <= 0 are no process: pid 1 (init) is one, and can be watched. */
