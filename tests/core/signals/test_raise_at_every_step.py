@@ -5,6 +5,8 @@ next call); a get that raised took nothing and the next get returns the message,
 whole.  The endpoints' calls have short timeouts: an endpoint left held by an
 exception fails the test rather than hanging it.
 """
+import contextlib
+
 import pytest
 
 import rdmaq
@@ -16,13 +18,20 @@ SHORT_S = 10  # never reached when things work
 MAX_STEPS = 500  # far more points than a call has: the loop ends when a call meets none
 
 
-@pytest.mark.parametrize("message", [SMALL, LARGE], ids=["small", "large"])
-def test_put_raising_at_every_step_delivers_nothing_and_returning_delivers_once(message):
-    injector = Injector()
-    with rdmaq.Writer(1, transport="shm", slot_bytes=4096, slots=128) as w, \
+@contextlib.contextmanager
+def ready_pair(slots=128):
+    """A shm writer of 4 KiB slots and its one reader, both ready."""
+    with rdmaq.Writer(1, transport="shm", slot_bytes=4096, slots=slots) as w, \
             rdmaq.Reader(w.handle, 0) as r:
         w.wait_ready(timeout=SHORT_S)
         r.wait_ready(timeout=SHORT_S)
+        yield w, r
+
+
+@pytest.mark.parametrize("message", [SMALL, LARGE], ids=["small", "large"])
+def test_put_raising_at_every_step_delivers_nothing_and_returning_delivers_once(message):
+    injector = Injector()
+    with ready_pair() as (w, r):
         for n in range(1, MAX_STEPS):
             outcome, _ = injector.call(n, lambda: w.put(message, timeout=SHORT_S))
             if outcome == "raised":
@@ -41,10 +50,7 @@ def test_put_raising_at_every_step_delivers_nothing_and_returning_delivers_once(
 @pytest.mark.parametrize("method", ["get", "recv"])
 def test_get_raising_at_every_step_takes_nothing(message, method):
     injector = Injector()
-    with rdmaq.Writer(1, transport="shm", slot_bytes=4096, slots=128) as w, \
-            rdmaq.Reader(w.handle, 0) as r:
-        w.wait_ready(timeout=SHORT_S)
-        r.wait_ready(timeout=SHORT_S)
+    with ready_pair() as (w, r):
         put = w.send if method == "recv" else w.put
         take = getattr(r, method)
         for n in range(1, MAX_STEPS):
@@ -78,10 +84,7 @@ def test_get_raising_an_exception_at_every_step_takes_nothing(message):
     """get() has no loading of its own to fail: a handler's Exception (not only a
     KeyboardInterrupt) anywhere in it leaves the message for the next get."""
     injector = Injector(_HandlerError)
-    with rdmaq.Writer(1, transport="shm", slot_bytes=4096, slots=128) as w, \
-            rdmaq.Reader(w.handle, 0) as r:
-        w.wait_ready(timeout=SHORT_S)
-        r.wait_ready(timeout=SHORT_S)
+    with ready_pair() as (w, r):
         for n in range(1, MAX_STEPS):
             w.put(message, timeout=SHORT_S)
             w.put(b"marker", timeout=SHORT_S)
@@ -101,10 +104,7 @@ def test_after_a_raising_get_of_a_long_message_the_next_one_there_is_taken_at_on
     buffer of its own), once a get has returned it, a message already there is taken
     by the hot path again (one C call, the GIL kept: stats["immediate"])."""
     injector = Injector()
-    with rdmaq.Writer(1, transport="shm", slot_bytes=4096, slots=128) as w, \
-            rdmaq.Reader(w.handle, 0) as r:
-        w.wait_ready(timeout=SHORT_S)
-        r.wait_ready(timeout=SHORT_S)
+    with ready_pair() as (w, r):
         for n in range(1, MAX_STEPS):
             w.put(LARGE, timeout=SHORT_S)
             outcome, got = injector.call(n, lambda: r.get(timeout=SHORT_S))
@@ -126,10 +126,7 @@ def test_a_get_raising_after_it_dropped_a_long_message_the_writer_gave_up_takes_
     started to read, is dropped by the next get; wherever a handler's exception lands
     in that get, the get after it returns the message that followed, whole."""
     injector = Injector()
-    with rdmaq.Writer(1, transport="shm", slot_bytes=4096, slots=16) as w, \
-            rdmaq.Reader(w.handle, 0) as r:
-        w.wait_ready(timeout=SHORT_S)
-        r.wait_ready(timeout=SHORT_S)
+    with ready_pair(slots=16) as (w, r):
         for n in range(1, MAX_STEPS):
             with pytest.raises(TimeoutError):
                 w.put(LARGE, timeout=0.05)  # the ring fills with its start: nobody reads yet
