@@ -304,6 +304,10 @@ def loadable_spinloop(original: str, cache_dir: str | None = None) -> tuple[str 
             args = [patchelf]
             for lib in drop:
                 args += ["--remove-needed", lib]
+            # torch's libraries bring the C++ runtime along, and a module linked against them may
+            # use it without naming it (vLLM 0.26's uses std::filesystem and C++ type info)
+            if not any(lib.startswith("libstdc++") for lib in needed):
+                args += ["--add-needed", "libstdc++.so.6"]
             subprocess.run(args + [tmp], capture_output=True, text=True, check=True, timeout=60)
         os.replace(tmp, copy)
     except (OSError, subprocess.SubprocessError) as e:

@@ -118,9 +118,11 @@ def test_quick_keeps_an_idle_window_longer_than_vllms_spin(monkeypatch):
 @pytest.mark.skipif(shutil.which(os.environ.get("CC", "gcc")) is None, reason="missing dependency: gcc")
 @pytest.mark.skipif(queues._patchelf() is None,
                     reason="missing dependency: patchelf (tests/bench/ci.sh installs it)")
-def test_a_module_with_unused_needed_libraries_gets_a_loadable_copy(tmp_path, monkeypatch):
+@pytest.mark.parametrize("cxx_runtime_through_it", [False, True])
+def test_a_module_with_unused_needed_libraries_gets_a_loadable_copy(tmp_path, monkeypatch,
+                                                                    cxx_runtime_through_it):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    so = module_needing_a_missing_lib(tmp_path)
+    so = module_needing_a_missing_lib(tmp_path, cxx_runtime_through_it)
     assert "libgone.so" in queues._loads(str(so))
     path, why = queues.loadable_spinloop(str(so))
     assert why is None and path.startswith(str(tmp_path / "cache" / "rdmaq-bench"))
