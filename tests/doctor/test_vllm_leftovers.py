@@ -2,6 +2,7 @@
 that a server stopped hard left in /dev/shm and the temporary directory; `--clean` removes
 those whose owner is gone and keeps one a live process holds, or any while vLLM runs.
 The places are a test directory here, never the host's /dev/shm or /tmp."""
+import io
 import os
 
 import pytest
@@ -74,32 +75,27 @@ def test_no_leftovers_is_one_line(place, capsys):
     assert "left by a server" not in out
 
 
-def test_a_vllm_process_is_recognised_by_its_command_line(monkeypatch):
-    cmdlines = {1: b"/venv/bin/python3\0/venv/bin/vllm\0serve\0m\0", 2: b"VLLM::EngineCore\0",
-                3: b"vllm\0serve\0", 4: b"python3\0train.py\0", 5: b"VLLM::Worker_TP0  \0"}
+def fake_processes(monkeypatch, cmdlines):
+    """/proc as holding these processes: pid -> the raw bytes of /proc/<pid>/cmdline."""
     monkeypatch.setattr(leftovers, "_pids", lambda: list(cmdlines))
     real_open = open
 
     def fake_open(path, *a, **k):
         if str(path).startswith("/proc/") and str(path).endswith("/cmdline"):
-            import io
             return io.BytesIO(cmdlines[int(str(path).split("/")[2])])
         return real_open(path, *a, **k)
     monkeypatch.setattr("builtins.open", fake_open)
+
+
+def test_a_vllm_process_is_recognised_by_its_command_line(monkeypatch):
+    fake_processes(monkeypatch, {1: b"/venv/bin/python3\0/venv/bin/vllm\0serve\0m\0",
+                                 2: b"VLLM::EngineCore\0", 3: b"vllm\0serve\0",
+                                 4: b"python3\0train.py\0", 5: b"VLLM::Worker_TP0  \0"})
     assert leftovers.vllm_pids() == [1, 2, 3, 5]
 
 
 def test_a_process_with_an_empty_command_line_is_not_vllm(monkeypatch):
     """A kernel thread or a zombie has an empty /proc/<pid>/cmdline (one field, no NUL): it is
     passed over, and the processes after it are still looked at."""
-    cmdlines = {1: b"", 2: b"vllm\0serve\0"}
-    monkeypatch.setattr(leftovers, "_pids", lambda: list(cmdlines))
-    real_open = open
-
-    def fake_open(path, *a, **k):
-        if str(path).startswith("/proc/") and str(path).endswith("/cmdline"):
-            import io
-            return io.BytesIO(cmdlines[int(str(path).split("/")[2])])
-        return real_open(path, *a, **k)
-    monkeypatch.setattr("builtins.open", fake_open)
+    fake_processes(monkeypatch, {1: b"", 2: b"vllm\0serve\0"})
     assert leftovers.vllm_pids() == [2]

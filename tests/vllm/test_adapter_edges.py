@@ -242,6 +242,20 @@ def test_with_an_external_writer_handle_the_writer_rank_reads_that_queue_and_pas
             mq.shutdown()
 
 
+def assert_ready_by_itself(w, readers):
+    """The one reader attached while `w` was created (in a thread waiting in wait_until_ready)
+    is ready without another call on the writer, and gets what it sends; then both shut down."""
+    (r, th, box), = readers
+    try:
+        th.join(timeout=30)
+        assert not th.is_alive() and "error" not in box, box
+        w.enqueue("ready")
+        assert r.dequeue(timeout=10) == "ready"
+    finally:
+        r.shutdown()
+        w.shutdown()
+
+
 def test_a_blocking_group_queue_is_ready_when_it_is_returned(one_node):
     """create_from_process_group(blocking=True), on the writer's rank: the queue it returns has
     waited for its reader, whose wait_until_ready therefore ends without another call on the
@@ -255,15 +269,7 @@ def test_a_blocking_group_queue_is_ready_when_it_is_returned(one_node):
             return super().broadcast_obj(obj, src)
 
     w = MQ.create_from_process_group(Broadcast(0, 2), 1 << 20, 4, writer_rank=0)
-    (r, th, box), = readers
-    try:
-        th.join(timeout=30)
-        assert not th.is_alive() and "error" not in box, box
-        w.enqueue("ready")
-        assert r.dequeue(timeout=10) == "ready"
-    finally:
-        r.shutdown()
-        w.shutdown()
+    assert_ready_by_itself(w, readers)
 
 
 def test_a_blocking_single_reader_queue_is_ready_when_it_is_returned(monkeypatch):
@@ -285,16 +291,8 @@ def test_a_blocking_single_reader_queue_is_ready_when_it_is_returned(monkeypatch
     monkeypatch.setattr(rq.dist, "gather_object", gather_object)
     w, handles = MQ.create_from_process_group_single_reader(None, 1 << 20, 4, reader_rank=0,
                                                             blocking=True)
-    (r, th, box), = readers
-    try:
-        assert handles == []  # gathered on the reader's rank only
-        th.join(timeout=30)
-        assert not th.is_alive() and "error" not in box, box
-        w.enqueue("ready")
-        assert r.dequeue(timeout=10) == "ready"
-    finally:
-        r.shutdown()
-        w.shutdown()
+    assert handles == []  # gathered on the reader's rank only
+    assert_ready_by_itself(w, readers)
 
 
 # ------------------------------------------------------------------- closing
