@@ -246,3 +246,16 @@ def test_a_payload_without_a_spinloop_module_carries_no_copy(tmp_path):
     site = _site(tmp_path)
     assert build_payload.add_loadable_spinloop(site) is None
     assert not (site / payload_spec.BENCH_CACHE).exists()
+
+
+def test_preflight_checks_the_server_arguments_the_harness_gives(tmp_path, monkeypatch):
+    """preflight.py builds the rdmaq server's `vllm serve` command from the harness itself
+    (no vLLM needed for that part): what `rdmaq bench serve --device cuda` runs by default."""
+    import preflight
+
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # the function sets the server's env
+    argv = preflight.bench_serve_args(str(tmp_path))
+    assert argv[0] == str(tmp_path.resolve())
+    assert argv[argv.index("--distributed-ipc") + 1] == "rdmaq"
+    assert argv[argv.index("--distributed-executor-backend") + 1] == "mp"
+    assert "-cc.cudagraph_mode=FULL_DECODE_ONLY" in argv
