@@ -260,8 +260,8 @@ def bench_serve_args(model: str) -> list[str]:
 def client_args_check(model: str) -> dict[str, Any]:
     """The harness's `vllm bench serve` arguments, parsed by this vLLM's own client parser
     (as its persistent client does)."""
-    from rdmaq.bench.serve import client as serve_client  # type: ignore[import-not-found]
-    from rdmaq.bench.serve import main as serve  # type: ignore[import-not-found]
+    from rdmaq.bench.serve import client as serve_client
+    from rdmaq.bench.serve import main as serve
     from rdmaq.bench.serve.server import VllmServer  # type: ignore[import-not-found]
 
     args = serve.resolve(serve.build_parser().parse_args(["--device", "cuda", "--model", model]))
