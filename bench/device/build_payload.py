@@ -149,11 +149,32 @@ def pack(site: Path, members: list[str], dest: Path, preset: int = 9 | lzma.PRES
             "members": len(members), "unpacked_bytes": unpacked}
 
 
+def cut_large_files(site: Path) -> dict[str, dict]:
+    """Cut each file of ``spec.SPLIT`` in ``site`` into its parts (the file itself removed);
+    -> what unpack.py needs to join them: path -> parts, sha256 and mode of the whole."""
+    joined = {}
+    for path, n in spec.SPLIT.items():
+        whole = site / path
+        if not whole.exists():
+            continue
+        data = whole.read_bytes()
+        step = -(-len(data) // n)
+        parts = [spec.part_of(path, i + 1) for i in range(n)]
+        for i, part in enumerate(parts):
+            (site / part).write_bytes(data[i * step:(i + 1) * step])
+        joined[path] = {"parts": parts, "sha256": hashlib.sha256(data).hexdigest(),
+                        "mode": 0o755 if os.access(whole, os.X_OK) else 0o644}
+        whole.unlink()
+    return joined
+
+
 def write_pieces(site: Path, out: Path, meta: dict, preset: int = 9 | lzma.PRESET_EXTREME) -> dict:
     """Pack ``site`` into OUT/<piece>/<piece>.tar.xz, each with the whole manifest (``meta``
-    plus every piece's size and sha256, and a build id naming that set of pieces)."""
+    plus every piece's size and sha256, the files cut into parts, and a build id naming that
+    set of pieces)."""
+    joined = cut_large_files(site)
     pieces = split(_members(site))
-    manifest = {"format": FORMAT, **meta, "pieces": {}}
+    manifest = {"format": FORMAT, **meta, "joined": joined, "pieces": {}}
     out.mkdir(parents=True, exist_ok=True)
     for name, members in pieces.items():
         d = out / name
@@ -191,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the target Python (default %(default)s, the GPU machine's)")
     p.add_argument("--fast", action="store_true",
                    help="compress quickly (xz preset 1: larger pieces, for a rehearsal here; the "
-                        "default, 9e, takes minutes and keeps the kernels piece under the limit)")
+                        "default, 9e, takes minutes and keeps the kernels pieces under the limit)")
     p.add_argument("--work", default=None,
                    help="wheels and staging directory (default: a temporary one, removed)")
     args = p.parse_args(argv)

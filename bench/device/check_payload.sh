@@ -50,7 +50,7 @@ fi
 
 DEST=$(mktemp -d /tmp/rdmaq-gpu-check.XXXXXX)
 trap 'rm -rf "$DEST"' EXIT
-"$VENV/bin/python" "$REPO/bench/device/unpack.py" "$PAYLOAD/kernels" --dest "$DEST"
+"$VENV/bin/python" "$REPO/bench/device/unpack.py" "$PAYLOAD/kernels-1" "$PAYLOAD/kernels-2" --dest "$DEST"
 "$VENV/bin/python" "$REPO/bench/device/unpack.py" "$PAYLOAD/site" --dest "$DEST" --require-complete
 # shellcheck source=/dev/null
 . "$DEST/env.sh"

@@ -116,15 +116,48 @@ def unpack_piece(piece_dir: Path, dest: Path) -> str:
             tar.extractall(site, members=members)
     (dest / "pieces").mkdir(exist_ok=True)
     record = {"piece": name, "build_id": m["build_id"], "sha256": digest,
-              "all_pieces": sorted(m["pieces"]), "python": m["python"], "vllm": m["vllm"]}
+              "all_pieces": sorted(m["pieces"]), "python": m["python"], "vllm": m["vllm"],
+              "joined": m.get("joined", {})}
     tmp = dest / "pieces" / f".{name}.tmp"
     tmp.write_text(json.dumps(record) + "\n")
     os.replace(tmp, dest / "pieces" / f"{name}.json")  # written last: a piece is there or not
     return name
 
 
+def join_parts(dest: Path) -> list[Path]:
+    """The files the build cut into parts, joined (and checked) once every piece is there;
+    -> the files joined now (none when done before)."""
+    site = dest / "site"
+    joined = {}
+    for record in installed(dest).values():
+        joined.update(record.get("joined", {}))
+    done = []
+    for path, j in sorted(joined.items()):
+        parts = [site / p for p in j["parts"]]
+        if not any(p.exists() for p in parts):
+            continue  # joined by an earlier call
+        tmp = site / f"{path}.joining"
+        h = hashlib.sha256()
+        with open(tmp, "wb") as out:
+            for part in parts:
+                data = part.read_bytes()
+                h.update(data)
+                out.write(data)
+        if h.hexdigest() != j["sha256"]:
+            tmp.unlink()
+            raise PieceError(f"{path} joined from {len(parts)} parts has sha256 {h.hexdigest()}, "
+                             f"not the manifest's {j['sha256']}")
+        tmp.chmod(j["mode"])
+        os.replace(tmp, site / path)
+        for part in parts:
+            part.unlink()
+        done.append(site / path)
+    return done
+
+
 def finish(dest: Path, python: str = sys.executable) -> list[Path]:
-    """bin/vllm and env.sh for a complete payload."""
+    """The files cut into parts joined, bin/vllm and env.sh, for a complete payload."""
+    joined = join_parts(dest)
     (dest / "bin").mkdir(exist_ok=True)
     vllm = dest / "bin" / "vllm"
     # The guard matters: vLLM starts its engine and workers with spawn, which runs this
@@ -136,7 +169,7 @@ def finish(dest: Path, python: str = sys.executable) -> list[Path]:
     env.write_text(f'export PYTHONPATH="{dest}/site${{PYTHONPATH:+:$PYTHONPATH}}"\n'
                    f'export PATH="{dest}/bin:$PATH"\n'
                    f'export RDMAQ_BENCH_CACHE="{dest}/site/{spec.BENCH_CACHE}"\n')
-    return [vllm, env]
+    return [*joined, vllm, env]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,8 +196,12 @@ def main(argv: list[str] | None = None) -> int:
           f"missing {', '.join(missing) if missing else 'nothing'}")
     if missing:
         return 3 if args.require_complete else 0
-    for f in finish(dest):
-        print(f"unpack: wrote {f}")
+    try:
+        for f in finish(dest):
+            print(f"unpack: wrote {f}")
+    except PieceError as e:
+        print(f"unpack: {e}", file=sys.stderr)
+        return 1
     return 0
 
 
