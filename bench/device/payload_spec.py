@@ -110,8 +110,7 @@ def part_of(path: str, i: int) -> str:
 # The pieces, each one call's carry: a part of the largest compiled module each, everything
 # else together.
 PIECES: dict[str, list[str]] = {
-    "kernels-1": [part_of("vllm/_C_stable_libtorch.abi3.so", 1)],
-    "kernels-2": [part_of("vllm/_C_stable_libtorch.abi3.so", 2)],
+    **{f"kernels-{i}": [part_of(path, i)] for path, n in SPLIT.items() for i in range(1, n + 1)},
     "site": ["*"],
 }
 PIECE_LIMIT_BYTES = 40 << 20  # the rest of a call's 64 MiB is the repository's (tests/bench checks)
