@@ -102,7 +102,7 @@ run_tier() {
 }
 
 # results/tiers.json: each tier's exit status and time, the set-up's, the machine and its load
-# average (docs/gen_tables.py writes README's suite times from a copy under docs/testing/)
+# average (tools/gen_tables.py writes README's suite times from a copy under docs/testing/)
 write_times() {
 	local IFS=,
 	mkdir -p results

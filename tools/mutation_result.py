@@ -1,13 +1,20 @@
 """A sweep's result file (``--out``'s .json) and the per-file table made from it, for
-sweep.py's report and for docs/gen_tables.py, which writes docs/testing.md's table of a
-sample from the file the document cites."""
+tests/mutation/sweep.py's report and for tools/gen_tables.py, which writes docs/testing.md's
+table of a sample from the file the document cites; and the paths of the machine that ran the
+sweep, kept out of the file (its rows quote test output)."""
 
 from __future__ import annotations
 
+import re
+
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 SCHEMA = "rdmaq-mutation-sweep/1"
+# the start of a path that names the machine it was on: a home, a temporary directory, a
+# work area (what is left after the places the sweep knows were replaced)
+_HOST_PATH = re.compile(r"(?<![\w.~$<>-])/(?:root|home/[^/\s'\"]+|var/tmp|tmp|work)(?=/)")
 STATUSES = ("stillborn", "equivalent", "killed", "survived")
 
 
@@ -47,3 +54,31 @@ def table(generated: dict[str, int], rows: list[dict]) -> list[str]:
         lines.append(f"| {f} | {c['generated']} | {c['chosen']} | {c['stillborn']} | {c['equivalent']} | "
                      f"{c['killed']} | {c['survived']} | {'-' if s is None else f'{s:.0f} %'} |")
     return lines
+
+
+def scrub_paths(text: str, places: Sequence[tuple[str, str]] = ()) -> str:
+    """``text`` without the paths of the machine it was written on: each of ``places`` (a
+    path and the name it becomes: the scratch trees, the checkout, the home directory), the
+    longest first, then whatever path is left under a home (``~``), a temporary directory
+    (``$TMPDIR``) or a work area (``<host>``)."""
+    for path, name in sorted(places, key=lambda p: -len(p[0])):
+        path = path.rstrip("/")
+        if path:
+            text = re.sub(re.escape(path) + r"(?=/|\b|$)", lambda _: name, text)
+
+    def generic(m: re.Match[str]) -> str:
+        s = m.group(0)
+        if s in ("/tmp", "/var/tmp"):
+            return "$TMPDIR"
+        return "~" if s.startswith(("/root", "/home/")) else "<host>"
+
+    return _HOST_PATH.sub(generic, text)
+
+
+def scrub_rows(rows: list[dict], places: Sequence[tuple[str, str]] = ()) -> list[dict]:
+    """The rows with the machine's paths taken out of the test output they quote."""
+    for r in rows:
+        for key in ("evidence", "reason"):
+            if isinstance(r.get(key), str):
+                r[key] = scrub_paths(r[key], places)
+    return rows

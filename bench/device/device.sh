@@ -10,7 +10,7 @@
 #   bench/device/device.sh sweep           the sweep on the 1B model, cut at $DEADLINE s, servers kept
 #   bench/device/device.sh resume          the next part of it (stops the servers once all ran);
 #                                       SWEEP=ab resumes the A/B instead
-#   bench/device/device.sh ab              the A/B of rdmaq's waiting under CPU hogs (docs/benchmarks/next-gpu-run.md:
+#   bench/device/device.sh ab              the A/B of rdmaq's waiting under CPU hogs (docs/investigations/next-gpu-run.md:
 #                                       AB_QUEUES, AB_SETTINGS), servers kept, like sweep
 #   bench/device/device.sh step            rdmaq bench step on the GPU: TP 4 and 8 ranks sharing it,
 #                                       rdmaq-shm, vllm, vllm-spinloop, idle and hogs, 3 runs,

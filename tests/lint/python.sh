@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Python lint: ruff (style, import order, likely bugs) over rdmaq/, bench/ and tests/, and
+# Python lint: ruff (style, import order, likely bugs) over rdmaq/, bench/, tests/ and tools/, and
 # mypy (types: strict for the package, the bodies of the benchmark) over rdmaq/ and bench/.
 # Both read their configuration from pyproject.toml.  Installs its tools with pip into
 # $RDMAQ_VENV (default: .venv), pinned so that a finding means a change in this tree.
@@ -24,10 +24,10 @@ fi
 
 rc=0
 if [ "${1:-}" = --fix ]; then
-	"$VENV/bin/ruff" check --fix -q rdmaq bench tests
+	"$VENV/bin/ruff" check --fix -q rdmaq bench tests tools
 fi
-echo "== ruff check rdmaq bench tests"
-"$VENV/bin/ruff" check rdmaq bench tests || rc=1
+echo "== ruff check rdmaq bench tests tools"
+"$VENV/bin/ruff" check rdmaq bench tests tools || rc=1
 echo "== mypy (rdmaq, bench)"
 "$VENV/bin/mypy" || rc=1
 exit $rc

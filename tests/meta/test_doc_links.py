@@ -6,7 +6,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted(REPO.glob("docs/*.md")), *sorted(REPO.glob("docs/benchmarks/*.md")),
-        *sorted(REPO.glob("docs/benchmarks/*/README.md"))]
+        *sorted(REPO.glob("docs/investigations/*.md")), *sorted(REPO.glob("docs/results/**/*.md"))]
 
 
 def anchor(heading: str) -> str:

@@ -51,8 +51,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.append(str(HERE.parents[1]))  # the checkout's root: tools/
 
-from sweep_result import SCHEMA, per_file, rows_of, table  # noqa: E402
+from tools.mutation_result import SCHEMA, per_file, rows_of, scrub_rows, table  # noqa: E402
 
 import build  # noqa: E402
 import cover  # noqa: E402
@@ -667,6 +668,9 @@ def sweep(a):
             r["status"] = "equivalent"
         if why.get("reason"):
             r["reason"] = why["reason"]
+    # the rows quote test output: no path of this machine goes into the table or the file
+    scrub_rows(rows, [(str(tmp), "<scratch>"), (str(ROOT), "."), (str(Path.home()), "~"),
+                      (tempfile.gettempdir(), "$TMPDIR")])
     score = write_table(Path(a.out), rows, generated, a, seconds, load)
     result = {"schema": SCHEMA, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "commit": _commit(), "seed": a.seed, "sample": a.sample, "min_scored": a.min_scored,
