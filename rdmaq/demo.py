@@ -11,7 +11,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 import rdmaq
-from rdmaq.cli import ArgumentParser, bounded, fail, parse_size, quiet_spawn_context
+from rdmaq.command import ArgumentParser, bounded, fail, parse_size, quiet_spawn_context
 from rdmaq.handle import MAX_READERS, TRANSPORTS
 from rdmaq.queue import DEFAULT_MAX_MESSAGE, DEFAULT_SLOT_BYTES, DEFAULT_SLOTS
 
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"ring={a.slots} x {a.slot_bytes} B")
             return _broadcast(w, a, procs, results)
     except BrokenPipeError:
-        raise  # stdout closed (`| head -1`): rdmaq.cli ends the command quietly
+        raise  # stdout closed (`| head -1`): rdmaq/cli.py ends the command quietly
     except (OSError, rdmaq.Error) as e:  # TimeoutError and a dead reader included
         return fail(PROG, f"{type(e).__name__}: {e}")
     finally:

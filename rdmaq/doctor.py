@@ -407,7 +407,7 @@ def render(rep: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from rdmaq.cli import ArgumentParser
+    from rdmaq.command import ArgumentParser
 
     ap = ArgumentParser(prog="rdmaq doctor",
                         description="What RDMA this machine has, and which rdmaq transports work.")

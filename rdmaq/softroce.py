@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 
 from . import sysfs
-from .cli import ArgumentParser, fail
+from .command import ArgumentParser, fail
 from .doctor import rxe_status
 
 

@@ -61,7 +61,7 @@ def span(values: list[float]) -> str:
 
 # --- what a cell reads -----------------------------------------------------------------------
 
-def serve_ratio(name: str, setting: str, key: str, num: str = "rdmaq") -> float:
+def serve_ratio(name: str, setting: str, key: str, num: str = "rdmaq-shm") -> float:
     """``num``'s median over the best median of vLLM's queues in the run (its summary's ratio row)."""
     result = load(name)
     summary = serve_report.summarize(result)
@@ -72,7 +72,7 @@ def serve_ratio(name: str, setting: str, key: str, num: str = "rdmaq") -> float:
     return r[key]
 
 
-def serve(name: str, setting: str, keys: list[str], num: str = "rdmaq") -> str:
+def serve(name: str, setting: str, keys: list[str], num: str = "rdmaq-shm") -> str:
     return " / ".join(fmt(serve_ratio(name, setting, k, num)) for k in keys)
 
 
@@ -142,7 +142,7 @@ def links(names: list[str], prefix: str) -> str:
 # --- the tables --------------------------------------------------------------------------------
 
 SERVE3 = ["tpot_p50_ms", "itl_p99_ms", "ttft_p50_ms"]
-FSB = "rdmaq@RDMAQ_FREE_SPIN_BUSY=1"
+FSB = "rdmaq-shm@RDMAQ_FREE_SPIN_BUSY=1"
 H200_GPU = ("one H200 GPU, 16 vCPUs (`rdmaq bench serve`: `vllm serve` TP=1, vLLM 0.26, a 1B-shaped "
             "random-weight Llama, 3 runs each)")
 # The hot path's and the waiting policy's runs on the 2-core VM, by the commit they ran
@@ -227,9 +227,9 @@ def h200_serve() -> str:
     p = ""
     keys = ["tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms", "ttft_p50_ms", "e2el_p50_ms", "output_tok_s"]
     rows = []
-    for name, setting, num in [(AB1, "idle", "rdmaq"), (AB1, "hogs", "rdmaq"), (AB2, "hogs", "rdmaq"),
-                               (AB2, "hogs", FSB), (AB1, "hogs-sessions", "rdmaq"),
-                               (AB2, "hogs-sessions", "rdmaq"), (AB2, "hogs-sessions", FSB)]:
+    for name, setting, num in [(AB1, "idle", "rdmaq-shm"), (AB1, "hogs", "rdmaq-shm"), (AB2, "hogs", "rdmaq-shm"),
+                               (AB2, "hogs", FSB), (AB1, "hogs-sessions", "rdmaq-shm"),
+                               (AB2, "hogs-sessions", "rdmaq-shm"), (AB2, "hogs-sessions", FSB)]:
         summary = name.replace("results.json", "summary.md")
         rows.append((setting, f"`{num}`", *(fmt(serve_ratio(name, setting, k, num)) for k in keys),
                      f"{link(name, p)}: [`{summary.rsplit('/', 1)[1]}`](results/{summary})"))

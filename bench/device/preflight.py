@@ -251,10 +251,10 @@ def bench_serve_args(model: str) -> list[str]:
     from rdmaq.bench.serve import main as serve  # type: ignore[import-not-found]  # bench/ installed as rdmaq.bench
 
     args = serve.resolve(serve.build_parser().parse_args(["--device", "cuda", "--model", model]))
-    cfg = serve.config_of(args, "vllm", Path(model).resolve(), ["rdmaq"], ["idle"])
-    env = serve.server_env("rdmaq", "cuda", None, Path(tempfile.gettempdir()) / "rdmaq-preflight")
+    cfg = serve.config_of(args, "vllm", Path(model).resolve(), ["rdmaq-shm"], ["idle"])
+    env = serve.server_env("rdmaq-shm", "cuda", None, Path(tempfile.gettempdir()) / "rdmaq-preflight")
     os.environ.update({k: v for k, v in env.items() if k.startswith(("VLLM_", "RDMAQ_"))})
-    return serve.serve_command(cfg, "rdmaq")
+    return serve.serve_command(cfg, "rdmaq-shm")
 
 
 def client_args_check(model: str) -> dict[str, Any]:
@@ -265,7 +265,7 @@ def client_args_check(model: str) -> dict[str, Any]:
     from rdmaq.bench.serve.server import VllmServer  # type: ignore[import-not-found]
 
     args = serve.resolve(serve.build_parser().parse_args(["--device", "cuda", "--model", model]))
-    cfg = serve.config_of(args, "vllm", Path(model).resolve(), ["rdmaq"], ["idle"])
+    cfg = serve.config_of(args, "vllm", Path(model).resolve(), ["rdmaq-shm"], ["idle"])
     srv = VllmServer(vllm="vllm", model=Path(model), ipc="rdmaq", workdir=Path("."), env={},
                      max_model_len=cfg["max_model_len"])
     srv.port = 8000

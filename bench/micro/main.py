@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 
-from rdmaq.cli import ArgumentParser, fail, missing_package, parse_size
+from rdmaq.command import ArgumentParser, fail, missing_package, parse_size
 from rdmaq.vllm import SUPPORTED_VLLM
 
 from ..common import machine

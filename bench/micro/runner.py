@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from rdmaq.cli import quiet_spawn_context
+from rdmaq.command import quiet_spawn_context
 
 from ..common import attackers as attacker_procs
 from ..common.children import CellError, Peer, expect

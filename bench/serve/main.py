@@ -1,8 +1,8 @@
 """``rdmaq bench serve``: vLLM serving latency with each MessageQueue, idle and under CPU contention.
 
 Starts one ``vllm serve`` per queue (``vllm``: vLLM's own, ``--distributed-ipc shm``;
-``vllm-spinloop``: the same with its C spin loop, ``VLLM_USE_SPINLOOP_EXT=1``; ``rdmaq``:
-``--distributed-ipc rdmaq``). All stay up for the whole sweep, the
+``vllm-spinloop``: the same with its C spin loop, ``VLLM_USE_SPINLOOP_EXT=1``; ``rdmaq-shm``:
+``--distributed-ipc rdmaq`` over shared memory; ``rdmaq-verbs``: over verbs). All stay up for the whole sweep, the
 others idle while one is measured (vLLM's and rdmaq's readers stop spinning once no message
 comes: each run records every server's CPU time, the idle ones' included). They are driven in
 turn with vLLM's own client, ``vllm bench serve`` (random dataset, fixed seed, Poisson arrivals
@@ -38,9 +38,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rdmaq.cli import ArgumentParser, fail, missing_package
+from rdmaq.command import ArgumentParser, fail, missing_package
 
 from ..common import machine
+from ..common.names import current_name
 from ..common.output import check_plot_format
 from ..common.output import write_json as _write_json
 from ..common.queues import parse_variant
@@ -55,12 +56,13 @@ from .plan import (
 from .server import ServerError, VllmServer
 
 SCHEMA = "rdmaq-bench-serve/1"
-# The contenders, named as in the microbenchmark: vLLM's MessageQueue (its --distributed-ipc
-# shm), the same with vLLM's C spin loop, and rdmaq's.  Result files of earlier versions call
-# the first two "shm" and "shm-spinloop" (serve_report.with_current_names reads them).
-QUEUES = ("vllm", "vllm-spinloop", "rdmaq")
-IPC = {"vllm": "shm", "vllm-spinloop": "shm", "rdmaq": "rdmaq"}  # --distributed-ipc of each queue
-QUEUE_ENV = {"vllm-spinloop": {"VLLM_USE_SPINLOOP_EXT": "1"}}
+# The contenders, named as in every benchmark (bench/common/names.py): vLLM's MessageQueue (its
+# --distributed-ipc shm), the same with vLLM's C spin loop, and rdmaq's over each transport.
+# Earlier names ("shm", "shm-spinloop", "rdmaq") are read as these, in files and in --queues.
+QUEUES = ("vllm", "vllm-spinloop", "rdmaq-shm", "rdmaq-verbs")
+IPC = {"vllm": "shm", "vllm-spinloop": "shm", "rdmaq-shm": "rdmaq", "rdmaq-verbs": "rdmaq"}  # --distributed-ipc
+QUEUE_ENV = {"vllm-spinloop": {"VLLM_USE_SPINLOOP_EXT": "1"},
+             "rdmaq-shm": {"RDMAQ_VLLM_TRANSPORT": "shm"}, "rdmaq-verbs": {"RDMAQ_VLLM_TRANSPORT": "verbs"}}
 SPINLOOP_FAILED = "spinloop extension could not be loaded"  # vLLM's warning when it falls back
 MAIN_LINE = "Starting main benchmark run"
 RESULT_LINE = "Serving Benchmark Result"
@@ -82,10 +84,10 @@ METRICS = {
 # GPU: 12 req/s x 128 tokens, at most 16 in flight, on a 1B model: decode batches of up to 16,
 # and 96 requests (8 s) per run so that 5 settings x 3 queues x 3 runs fit in about 8 minutes.
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "cpu": {"queues": "vllm,rdmaq", "settings": ",".join(serve_attack.DEFAULT_SETTINGS),
+    "cpu": {"queues": "vllm,rdmaq-shm", "settings": ",".join(serve_attack.DEFAULT_SETTINGS),
             "rate": 6.0, "concurrency": 6, "num_prompts": 120, "input_len": 32, "output_len": 64,
             "max_model_len": 256, "client": "spawn", "model_shape": "tiny"},
-    "cuda": {"queues": ",".join(QUEUES), "settings": "idle,hogs,hogs-schedidle,tok,tok-nopar",
+    "cuda": {"queues": "vllm,vllm-spinloop,rdmaq-shm", "settings": "idle,hogs,hogs-schedidle,tok,tok-nopar",
              "rate": 12.0, "concurrency": 16, "num_prompts": 96, "input_len": 128,
              "output_len": 128, "max_model_len": 512, "client": "persistent",
              "model_shape": "llama-3.2-1b"},
@@ -127,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=int, default=None,
                    help="tensor-parallel size (cpu: 2; cuda: the GPUs torch sees)")
     p.add_argument("--queues", default=None, help=f"comma list from {', '.join(QUEUES)} "
-                   "(cpu: vllm,rdmaq; cuda: all); QUEUE@NAME=VALUE[@...] runs a queue's server "
-                   "with more environment, e.g. rdmaq@RDMAQ_BUSY_SPIN_US=2000")
+                   "(cpu: vllm,rdmaq-shm; cuda: all but rdmaq-verbs); QUEUE@NAME=VALUE[@...] runs a "
+                   "queue's server with more environment, e.g. rdmaq-shm@RDMAQ_BUSY_SPIN_US=2000")
     p.add_argument("--settings", default=None,
                    help=f"comma list from {', '.join(serve_attack.SETTINGS)} (cpu: all; cuda: all "
                         "but tok-schedidle)")
@@ -296,7 +298,8 @@ def server_env(queue: str, device: str, steptime_dir: Path | None, stats_dir: Pa
                cpus: list[int] | None = None) -> dict:
     env = dict(os.environ)
     for k in ("RDMAQ_DISTRIBUTED_IPC", "VLLM_DISTRIBUTED_IPC", "VLLM_PLUGINS", "RDMAQ_VLLM_STATS_DIR",
-              "RDMAQ_BENCH_STEPTIME_DIR", "TOKENIZERS_PARALLELISM", "VLLM_USE_SPINLOOP_EXT"):
+              "RDMAQ_BENCH_STEPTIME_DIR", "TOKENIZERS_PARALLELISM", "VLLM_USE_SPINLOOP_EXT",
+              "RDMAQ_VLLM_TRANSPORT"):
         env.pop(k, None)
     env.update(
         VLLM_HOST_IP="127.0.0.1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
@@ -616,7 +619,7 @@ def confinement_of(cfg: dict, previous: dict | None) -> Confinement:
     return conf
 
 
-def serve_command(cfg: dict, queue: str = "rdmaq") -> list[str]:
+def serve_command(cfg: dict, queue: str = "rdmaq-shm") -> list[str]:
     """`vllm serve` arguments (after `serve`) of one of the sweep's servers, without host/port."""
     return [cfg["model"], "-tp", str(cfg["tp"]), "--distributed-ipc", IPC[base_queue(queue)],
             *server_args(cfg), "--max-model-len", str(cfg["max_model_len"])]
@@ -925,7 +928,7 @@ def _run_line(rec: dict, elapsed: float) -> str:
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    queues = [current_name(q.strip()) for q in args.queues.split(",") if q.strip()]
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     for q in queues:
         try:
@@ -977,7 +980,7 @@ def main(argv=None) -> int:
         if importlib.util.find_spec("matplotlib") is None:
             return fail(PROG, missing_package("matplotlib", "bench"))
         check_plot_format(parser, "--plot", args.plot)
-    from .report import current_name, format_markdown, plot, with_current_names
+    from .report import format_markdown, plot, with_current_names
 
     if args.report:
         with open(args.report) as f:

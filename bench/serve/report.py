@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 
+from ..common.names import current_name, is_rdmaq
 from .confine import Confinement
 from .plan import base_queue
 
@@ -32,14 +33,6 @@ RATIO_KEYS = ["tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "ttft_p5
               "reader_cpu_ms_per_1k_tok"]
 
 
-# Result files written before the contenders took the microbenchmark's names.
-OLD_NAMES = {"shm": "vllm", "shm-spinloop": "vllm-spinloop"}
-
-
-def current_name(queue: str) -> str:
-    """A queue (``NAME`` or a variant ``NAME@VAR=VALUE...``) under today's name."""
-    base = base_queue(queue)
-    return OLD_NAMES.get(base, base) + queue[len(base):]
 
 
 def with_current_names(result: dict) -> dict:
@@ -160,15 +153,15 @@ def baselines(queues: list[str]) -> list[str]:
 
 def rdmaq_queues(queues: list[str]) -> list[str]:
     """rdmaq and its variants (QUEUE@NAME=VALUE): each gets a ratio row."""
-    return [q for q in queues if base_queue(q) == "rdmaq"]
+    return [q for q in queues if is_rdmaq(q)]
 
 
-def ratio_label(queues: list[str], num: str = "rdmaq") -> str:
+def ratio_label(queues: list[str], num: str = "rdmaq-shm") -> str:
     return f"{num} ÷ " + ("best of " + ", ".join(baselines(queues)) if len(baselines(queues)) > 1
                           else "vllm")
 
 
-def ratios(summary: dict, setting: str, num: str = "rdmaq", den: str | list[str] = "vllm") -> dict:
+def ratios(summary: dict, setting: str, num: str = "rdmaq-shm", den: str | list[str] = "vllm") -> dict:
     """``num``'s median over ``den``'s per metric; ``den`` a list: over the best of them."""
     a = summary.get((setting, num))
     dens = [den] if isinstance(den, str) else den
@@ -385,7 +378,7 @@ def plot(result: dict, path: str) -> None:
               ("itl_p50_ms", "ITL p50 (ms)"), ("itl_p99_ms", "ITL p99 (ms)"),
               ("ttft_p50_ms", "TTFT p50 (ms)"), ("e2el_p50_ms", "E2E latency p50 (ms)"),
               ("output_tok_s", "output tokens/s"), ("worker_cpu_s", "worker CPU s per run")]
-    colors = {"vllm": "tab:red", "vllm-spinloop": "tab:orange", "rdmaq": "tab:blue"}
+    colors = {"vllm": "tab:red", "vllm-spinloop": "tab:orange", "rdmaq-shm": "tab:blue", "rdmaq-verbs": "tab:cyan"}
     spare = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
     for q in cfg["queues"]:
         if q not in colors:  # a variant: a colour of its own

@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from rdmaq.cli import ArgumentParser, fail, missing_package, quiet_spawn_context
+from rdmaq.command import ArgumentParser, fail, missing_package, quiet_spawn_context
 
 from ..common import attackers, machine
 from ..common.args import parse_int_list
@@ -115,7 +115,7 @@ def check_args(parser, args) -> tuple[list[int], list[str], list[str], list[int]
     if not args.time_cap > 0 or (args.deadline is not None and not args.deadline > 0):
         parser.error("--time-cap and --deadline must be > 0")
     try:
-        from rdmaq.cli import parse_size
+        from rdmaq.command import parse_size
 
         args.msg_pad = parse_size(args.msg_bytes)
     except argparse.ArgumentTypeError as e:

@@ -10,7 +10,7 @@ import importlib.util
 import os
 from collections.abc import Sequence
 
-from rdmaq.cli import ArgumentParser, fail
+from rdmaq.command import ArgumentParser, fail
 
 from . import SUPPORTED_VLLM
 from .plugin import no_device_message

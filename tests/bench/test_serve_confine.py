@@ -56,7 +56,7 @@ def test_confinement_adds_the_in_group_setting_to_the_default_plan():
     for extra in (["--server-cpus", "1"], ["--server-quota", "0.5"]):
         settings = _args(*extra).settings.split(",")
         assert settings[-1] == "hogs-ingroup"
-        steps = serve_plan.plan(settings, ["vllm", "rdmaq"], 1)
+        steps = serve_plan.plan(settings, ["vllm", "rdmaq-shm"], 1)
         assert {s.setting for s in steps} == set(settings)
     # a list given is the list run
     assert _args("--server-cpus", "1", "--settings", "idle").settings == "idle"
@@ -65,7 +65,7 @@ def test_confinement_adds_the_in_group_setting_to_the_default_plan():
 def test_idle_cells_get_five_runs_unless_told():
     args = _args("--settings", "idle,hogs")
     assert (args.runs, args.idle_runs) == (3, 5)
-    steps = serve_plan.plan(["idle", "hogs"], ["vllm", "rdmaq"], {"idle": 5, "hogs": 3})
+    steps = serve_plan.plan(["idle", "hogs"], ["vllm", "rdmaq-shm"], {"idle": 5, "hogs": 3})
     assert sum(s.setting == "idle" for s in steps) == 10 and len(steps) == 16
     assert (_args("--runs", "2").idle_runs, _args("--runs", "2", "--idle-runs", "7").idle_runs) == (2, 7)
     cfg = serve.config_of(args, "vllm", Path("m"), ["vllm"], ["idle", "hogs"])
@@ -175,8 +175,8 @@ def _run(queue, cpu_s, tokens, reader_ms, setting="idle"):
 
 def test_report_shows_cpu_per_thousand_tokens_per_queue():
     runs = [_run("vllm", 8.0, 2000, 100.0), _run("vllm", 12.0, 2000, 300.0),
-            _run("rdmaq", 2.0, 2000, 50.0)]
-    result = {"machine": {}, "config": {"settings": ["idle"], "queues": ["vllm", "rdmaq"],
+            _run("rdmaq-shm", 2.0, 2000, 50.0)]
+    result = {"machine": {}, "config": {"settings": ["idle"], "queues": ["vllm", "rdmaq-shm"],
                                         "runs": 3, "runs_by_setting": {"idle": 5},
                                         "setting_desc": {"idle": "no attacker"}, "input_len": 1,
                                         "output_len": 2, "num_prompts": 1, "rate": 1,
@@ -187,11 +187,11 @@ def test_report_shows_cpu_per_thousand_tokens_per_queue():
     summ = serve_report.summarize(result)
     assert summ[("idle", "vllm")]["server_cpu_s_per_1k_tok"]["median"] == 5.0
     assert summ[("idle", "vllm")]["reader_cpu_ms_per_1k_tok"]["median"] == 200.0  # 2 readers
-    assert summ[("idle", "rdmaq")]["reader_cpu_ms_per_1k_tok"]["median"] == 50.0
+    assert summ[("idle", "rdmaq-shm")]["reader_cpu_ms_per_1k_tok"]["median"] == 50.0
     text = serve_report.format_markdown(result)
     assert "server CPU s per 1k tok | reader CPU ms per 1k tok |" in text
     assert re.search(r"\| idle \| vllm \|.*\| 5.00 \(4.00–6.00\) \| 200.0 \(100.0–300.0\) \| 2 \|", text)
-    assert re.search(r"\| idle \| \*\*rdmaq ÷ vllm\*\* \|.*\| 0.20 \| 0.25 \| \|", text)
+    assert re.search(r"\| idle \| \*\*rdmaq-shm ÷ vllm\*\* \|.*\| 0.20 \| 0.25 \| \|", text)
     assert "3 runs per cell, 5 in idle" in text
     assert ("CPU confinement: server and attackers on CPUs 0, client on 1; "
             "no CPU quota (no cgroup v2 here).") in text

@@ -191,10 +191,10 @@ def test_register_is_a_no_op_without_the_variable(monkeypatch):
 
 
 def test_order_alternates_run_by_run():
-    assert serve.order_for(0, ["vllm", "rdmaq"], 3) == [
-        ("vllm", 0), ("rdmaq", 0), ("vllm", 1), ("rdmaq", 1), ("vllm", 2), ("rdmaq", 2)]
-    assert [q for q, _ in serve.order_for(1, ["vllm", "rdmaq"], 2)] == ["rdmaq", "vllm", "rdmaq", "vllm"]
-    assert serve.order_for(0, ["rdmaq"], 2) == [("rdmaq", 0), ("rdmaq", 1)]
+    assert serve.order_for(0, ["vllm", "rdmaq-shm"], 3) == [
+        ("vllm", 0), ("rdmaq-shm", 0), ("vllm", 1), ("rdmaq-shm", 1), ("vllm", 2), ("rdmaq-shm", 2)]
+    assert [q for q, _ in serve.order_for(1, ["vllm", "rdmaq-shm"], 2)] == ["rdmaq-shm", "vllm", "rdmaq-shm", "vllm"]
+    assert serve.order_for(0, ["rdmaq-shm"], 2) == [("rdmaq-shm", 0), ("rdmaq-shm", 1)]
 
 
 def test_roles_and_cpu_delta():
@@ -229,7 +229,7 @@ def test_hog_attackers_run_as_sched_idle_and_stop():
 def _result(runs):
     return {"schema": serve.SCHEMA, "machine": {"versions": {}, "loadavg_start": [1.0, 1, 1],
                                                  "loadavg_end": [2.0, 1, 1]},
-            "config": {"queues": ["vllm", "rdmaq"], "settings": ["hogs", "hogs-schedidle"], "runs": 3,
+            "config": {"queues": ["vllm", "rdmaq-shm"], "settings": ["hogs", "hogs-schedidle"], "runs": 3,
                        "input_len": 32, "output_len": 64, "num_prompts": 10, "rate": 4,
                        "concurrency": 4, "seed": 0,
                        "setting_desc": {"hogs": "2 CPU hogs", "hogs-schedidle": "2 CPU hogs, SCHED_IDLE"}},
@@ -249,22 +249,22 @@ def _run(setting, queue, tpot, itl50=1.0, error=None):
 
 def test_summary_medians_spread_and_ratios():
     runs = [_run("hogs", "vllm", t) for t in (4.0, 2.0, 3.0)] + \
-           [_run("hogs", "rdmaq", t, itl50=0.0) for t in (1.0, 1.5, 9.0)] + \
-           [_run("hogs", "rdmaq", 100.0, error="client failed")] + \
-           [_run("hogs-schedidle", "vllm", 2.0, itl50=0.0), _run("hogs-schedidle", "rdmaq", 1.0)]
+           [_run("hogs", "rdmaq-shm", t, itl50=0.0) for t in (1.0, 1.5, 9.0)] + \
+           [_run("hogs", "rdmaq-shm", 100.0, error="client failed")] + \
+           [_run("hogs-schedidle", "vllm", 2.0, itl50=0.0), _run("hogs-schedidle", "rdmaq-shm", 1.0)]
     summ = serve_report.summarize(_result(runs))
     assert summ[("hogs", "vllm")]["tpot_p50_ms"] == {"median": 3.0, "min": 2.0, "max": 4.0, "n": 3}
-    assert summ[("hogs", "rdmaq")]["tpot_p50_ms"]["median"] == 1.5  # the failed run is left out
+    assert summ[("hogs", "rdmaq-shm")]["tpot_p50_ms"]["median"] == 1.5  # the failed run is left out
     r = serve_report.ratios(summ, "hogs")
     assert r["tpot_p50_ms"] == pytest.approx(0.5)
     assert r["itl_p50_ms"] == 0.0
     assert "itl_p50_ms" not in serve_report.ratios(summ, "hogs-schedidle")  # 0 below: no ratio
     text = serve_report.format_markdown(_result(runs))
     assert "| hogs | vllm | 3.00 (2.00–4.00) |" in text
-    assert "| hogs | **rdmaq ÷ vllm** | 0.50 |" in text
-    assert "| hogs-schedidle | **rdmaq ÷ vllm** | 0.50 | 0.50 | n/a |" in text
+    assert "| hogs | **rdmaq-shm ÷ vllm** | 0.50 |" in text
+    assert "| hogs-schedidle | **rdmaq-shm ÷ vllm** | 0.50 | 0.50 | n/a |" in text
     assert "| hogs | hogs-schedidle + vllm | 0.67 |" in text
-    assert "1 failed run(s): hogs/rdmaq/1: client failed" in text
+    assert "1 failed run(s): hogs/rdmaq-shm/1: client failed" in text
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -28,20 +28,20 @@ FAKE = Path(__file__).resolve().parent / "fakevllm"
 
 # ------------------------------------------------------------------ plan
 def test_three_queues_rotate_run_by_run_and_setting_by_setting():
-    steps = serve_plan.plan(["idle", "hogs"], ["vllm", "vllm-spinloop", "rdmaq"], 2)
+    steps = serve_plan.plan(["idle", "hogs"], ["vllm", "vllm-spinloop", "rdmaq-shm"], 2)
     assert [(s.queue, s.run) for s in steps[:6]] == [
-        ("vllm", 1), ("vllm-spinloop", 1), ("rdmaq", 1), ("vllm", 2), ("vllm-spinloop", 2), ("rdmaq", 2)]
-    assert [s.queue for s in steps[6:9]] == ["vllm-spinloop", "rdmaq", "vllm"]
+        ("vllm", 1), ("vllm-spinloop", 1), ("rdmaq-shm", 1), ("vllm", 2), ("vllm-spinloop", 2), ("rdmaq-shm", 2)]
+    assert [s.queue for s in steps[6:9]] == ["vllm-spinloop", "rdmaq-shm", "vllm"]
     assert {s.setting for s in steps[6:]} == {"hogs"} and len(steps) == 12
     assert steps[0].name == "idle-vllm-1"
 
 
 def test_remaining_skips_successful_runs_and_keeps_failed_ones():
-    steps = serve_plan.plan(["idle"], ["vllm", "rdmaq"], 2)
+    steps = serve_plan.plan(["idle"], ["vllm", "rdmaq-shm"], 2)
     done = [{"setting": "idle", "queue": "vllm", "run": 1},
-            {"setting": "idle", "queue": "rdmaq", "run": 1, "error": "client failed"}]
+            {"setting": "idle", "queue": "rdmaq-shm", "run": 1, "error": "client failed"}]
     left = serve_plan.remaining(steps, done)
-    assert [(s.queue, s.run) for s in left] == [("rdmaq", 1), ("vllm", 2), ("rdmaq", 2)]
+    assert [(s.queue, s.run) for s in left] == [("rdmaq-shm", 1), ("vllm", 2), ("rdmaq-shm", 2)]
 
 
 def test_a_run_fits_only_when_it_ends_before_the_deadline():
@@ -67,9 +67,9 @@ def test_a_worker_is_named_by_its_groups_larger_than_one():
 
 def test_device_defaults():
     cpu = _args("--device", "cpu")
-    assert (cpu.tp, cpu.queues, cpu.rate, cpu.client) == (2, "vllm,rdmaq", 6.0, "spawn")
+    assert (cpu.tp, cpu.queues, cpu.rate, cpu.client) == (2, "vllm,rdmaq-shm", 6.0, "spawn")
     gpu = _args("--device", "cuda", "--concurrency", "24")
-    assert gpu.queues == "vllm,vllm-spinloop,rdmaq" and gpu.client == "persistent"
+    assert gpu.queues == "vllm,vllm-spinloop,rdmaq-shm" and gpu.client == "persistent"
     assert gpu.max_num_seqs == 24 and gpu.model_shape == "llama-3.2-1b"
     assert "tok-schedidle" not in gpu.settings.split(",")
 
@@ -104,18 +104,22 @@ def test_server_environment_per_queue():
     assert "VLLM_USE_SPINLOOP_EXT" not in plain and spin["VLLM_USE_SPINLOOP_EXT"] == "1"
     assert plain["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     assert spin["RDMAQ_BENCH_STEPTIME_DIR"] == "/t"
-    cpu = serve.server_env("rdmaq", "cpu", None, Path("/s"))
+    cpu = serve.server_env("rdmaq-shm", "cpu", None, Path("/s"))
     assert "VLLM_CPU_OMP_THREADS_BIND" in cpu and "VLLM_USE_FLASHINFER_SAMPLER" not in cpu
     # a variant: its base queue's server with more environment
     var = serve.server_env("vllm-spinloop@RDMAQ_X=1@VLLM_Y=a=b", "cuda", None, Path("/s"))
     assert var["VLLM_USE_SPINLOOP_EXT"] == "1" and var["RDMAQ_X"] == "1" and var["VLLM_Y"] == "a=b"
     assert serve.serve_command({"model": "m", "tp": 1, "device": "cpu", "max_model_len": 64},
-                               "rdmaq@RDMAQ_BUSY_SPIN_US=2000")[4] == "rdmaq"  # --distributed-ipc
+                               "rdmaq-shm@RDMAQ_BUSY_SPIN_US=2000")[4] == "rdmaq"  # --distributed-ipc
+    # rdmaq's server over the transport its name says, whatever the plugin would choose
+    assert cpu["RDMAQ_VLLM_TRANSPORT"] == "shm"
+    assert serve.server_env("rdmaq-verbs", "cpu", None, Path("/s"))["RDMAQ_VLLM_TRANSPORT"] == "verbs"
+    assert "RDMAQ_VLLM_TRANSPORT" not in plain
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--queues", "vllm,zmq"], "choose from vllm, vllm-spinloop, rdmaq"),
-    (["--queues", "vllm,rdmaq@BUSY"], "bad queue variant 'BUSY'"),
+    (["--queues", "vllm,zmq"], "choose from vllm, vllm-spinloop, rdmaq-shm, rdmaq-verbs"),
+    (["--queues", "vllm,rdmaq-shm@BUSY"], "bad queue variant 'BUSY'"),
     (["--queues", "vllm,zmq@X=1"], "unknown queue 'zmq'"),
     (["--deadline", "0"], "--deadline must be > 0"),
     (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization must be in (0, 1]"),
@@ -215,44 +219,53 @@ def _run(queue, ttft, tok_s):
 
 
 def test_rdmaq_over_the_best_of_vllms_queues_per_metric():
-    runs = [_run("vllm", 40.0, 1000.0), _run("vllm-spinloop", 20.0, 900.0), _run("rdmaq", 10.0, 1100.0)]
-    result = _result(runs, ["vllm", "vllm-spinloop", "rdmaq"])
+    runs = [_run("vllm", 40.0, 1000.0), _run("vllm-spinloop", 20.0, 900.0), _run("rdmaq-shm", 10.0, 1100.0)]
+    result = _result(runs, ["vllm", "vllm-spinloop", "rdmaq-shm"])
     summ = serve_report.summarize(result)
-    r = serve_report.ratios(summ, "hogs", "rdmaq", ["vllm", "vllm-spinloop"])
+    r = serve_report.ratios(summ, "hogs", "rdmaq-shm", ["vllm", "vllm-spinloop"])
     assert r["ttft_p50_ms"] == pytest.approx(10 / 20)        # the spin loop's TTFT is the best
     assert r["output_tok_s"] == pytest.approx(1100 / 1000)   # plain vllm's throughput is
     text = serve_report.format_markdown(result)
-    assert "| hogs | **rdmaq ÷ best of vllm, vllm-spinloop** |" in text
+    assert "| hogs | **rdmaq-shm ÷ best of vllm, vllm-spinloop** |" in text
     assert "| hogs | vllm-spinloop |" in text and "TP=1 on NVIDIA H200" in text
     assert "2.0%" in text  # the per-step queue share of the GPU runs
     # every rdmaq variant gets its row, over the same best of vLLM's queues
-    var = "rdmaq@RDMAQ_BUSY_SPIN_US=2000"
+    var = "rdmaq-shm@RDMAQ_BUSY_SPIN_US=2000"
     text = serve_report.format_markdown(_result(runs + [_run(var, 5.0, 1000.0)],
-                                                ["vllm", "vllm-spinloop", "rdmaq", var]))
-    assert "| hogs | **rdmaq ÷ best of vllm, vllm-spinloop** |" in text
+                                                ["vllm", "vllm-spinloop", "rdmaq-shm", var]))
+    assert "| hogs | **rdmaq-shm ÷ best of vllm, vllm-spinloop** |" in text
     assert f"| hogs | **{var} ÷ best of vllm, vllm-spinloop** | 1.00 | 1.00 | 1.00 | 1.00 | 0.25 |" in text
     # with vLLM's plain queue alone the label stays the CPU tables'
-    assert "**rdmaq ÷ vllm**" in serve_report.format_markdown(_result(runs[::2], ["vllm", "rdmaq"]))
+    assert "**rdmaq-shm ÷ vllm**" in serve_report.format_markdown(_result(runs[::2], ["vllm", "rdmaq-shm"]))
 
 
 def test_result_files_of_earlier_versions_read_under_todays_names(tmp_path, capsys):
-    """Files written when vLLM's queues were "shm" and "shm-spinloop": the report (and the
-    docs' tables) read them as vllm and vllm-spinloop; the file itself is left as written."""
+    """Files written when vLLM's queues were "shm" and "shm-spinloop" and rdmaq's "rdmaq": the
+    report (and the docs' tables) read them as vllm, vllm-spinloop and rdmaq-shm; the file
+    itself is left as written."""
     var = "shm-spinloop@VLLM_X=1"
     runs = [_run("shm", 40.0, 1000.0), _run("shm-spinloop", 20.0, 900.0), _run("rdmaq", 10.0, 1100.0),
             _run(var, 30.0, 950.0)]
     runs[0]["server_cpu_s"] = {"shm": 1.0, "rdmaq": 2.0}
     old = dict(_result(runs, ["shm", "shm-spinloop", "rdmaq", var]), servers={"shm": {}, "rdmaq": {}})
     now = serve_report.with_current_names(old)
-    assert now["config"]["queues"] == ["vllm", "vllm-spinloop", "rdmaq", "vllm-spinloop@VLLM_X=1"]
-    assert [r["queue"] for r in now["runs"]] == ["vllm", "vllm-spinloop", "rdmaq", "vllm-spinloop@VLLM_X=1"]
-    assert now["runs"][0]["server_cpu_s"] == {"vllm": 1.0, "rdmaq": 2.0}
-    assert sorted(now["servers"]) == ["rdmaq", "vllm"]
+    assert now["config"]["queues"] == ["vllm", "vllm-spinloop", "rdmaq-shm", "vllm-spinloop@VLLM_X=1"]
+    assert [r["queue"] for r in now["runs"]] == ["vllm", "vllm-spinloop", "rdmaq-shm", "vllm-spinloop@VLLM_X=1"]
+    assert now["runs"][0]["server_cpu_s"] == {"vllm": 1.0, "rdmaq-shm": 2.0}
+    assert sorted(now["servers"]) == ["rdmaq-shm", "vllm"]
     assert old["runs"][0]["queue"] == "shm" and old["config"]["queues"][0] == "shm"
     path = tmp_path / "results.json"
     path.write_text(json.dumps(old))
     assert serve.main(["--report", str(path)]) == 0
-    assert "| hogs | **rdmaq ÷ best of vllm, vllm-spinloop, vllm-spinloop@VLLM_X=1** |" in capsys.readouterr().out
+    assert "| hogs | **rdmaq-shm ÷ best of vllm, vllm-spinloop, vllm-spinloop@VLLM_X=1** |" in capsys.readouterr().out
+
+
+def test_the_old_names_are_taken_on_the_command_line_too():
+    """--queues vllm,rdmaq (a script written before) runs the contenders under today's names."""
+    args = serve.build_parser().parse_args(["--device", "cpu", "--queues", "shm,rdmaq@RDMAQ_X=1"])
+    serve.resolve(args)
+    queues, _ = serve._check(serve.build_parser(), args)
+    assert queues == ["vllm", "rdmaq-shm@RDMAQ_X=1"]
 
 
 def test_a_sweep_of_an_earlier_version_is_not_resumed(tmp_path, capsys):
@@ -313,7 +326,7 @@ def _sweep(tmp_path, *extra, env=None):
     cmd = [sys.executable, "-m", "rdmaq.cli", "bench", "serve", "--device", "cpu",
            "--vllm", str(_fake_vllm(tmp_path)), "--model", str(model), "--out", str(tmp_path / "out"),
            "--tp", "1",
-           "--queues", "vllm,vllm-spinloop,rdmaq", "--settings", "idle", "--runs", "2",
+           "--queues", "vllm,vllm-spinloop,rdmaq-shm", "--settings", "idle", "--runs", "2",
            "--num-prompts", "3", "--rate", "1", "--output-len", "4", "--input-len", "4",
            "--no-step-timing", "--client", "persistent", "--stop-grace", "10", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env or _fake_env())
@@ -325,7 +338,7 @@ def test_sweep_cut_at_a_deadline_resumes_on_the_same_servers(tmp_path):
     assert first.returncode == serve.EXIT_INCOMPLETE, first.stderr[-3000:]
     out = tmp_path / "out"
     kept = json.loads((out / "servers.json").read_text())
-    assert sorted(kept) == ["rdmaq", "vllm", "vllm-spinloop"]
+    assert sorted(kept) == ["rdmaq-shm", "vllm", "vllm-spinloop"]
     assert all(psutil.pid_exists(s["sid"]) for s in kept.values())
     part1 = json.loads((out / "results.json").read_text())
     assert part1["runs"] == [] and part1["complete"] is False
@@ -336,31 +349,31 @@ def test_sweep_cut_at_a_deadline_resumes_on_the_same_servers(tmp_path):
     result = json.loads((out / "results.json").read_text())
     assert result["complete"] is True and result["failed_runs"] == 0
     assert [(r["queue"], r["run"]) for r in result["runs"]] == [
-        ("vllm", 1), ("vllm-spinloop", 1), ("rdmaq", 1), ("vllm", 2), ("vllm-spinloop", 2), ("rdmaq", 2)]
+        ("vllm", 1), ("vllm-spinloop", 1), ("rdmaq-shm", 1), ("vllm", 2), ("vllm-spinloop", 2), ("rdmaq-shm", 2)]
     for r in result["runs"]:
         assert r["server_pid"] == kept[r["queue"]]["sid"] and r["part"] == 2  # reused
-        assert set(r["server_cpu_s"]) == {"vllm", "vllm-spinloop", "rdmaq"}
+        assert set(r["server_cpu_s"]) == {"vllm", "vllm-spinloop", "rdmaq-shm"}
         assert r["metrics"]["completed"] == 3
     assert not (out / "servers.json").exists()
     for q, s in kept.items():
         assert not psutil.pid_exists(s["sid"]) or psutil.Process(s["sid"]).status() == "zombie"
         assert result["servers"][q]["cleanup"]["processes_remaining"] == []
         assert not os.path.exists(s["tmpdir"])
-    assert "rdmaq ÷ best of vllm, vllm-spinloop" in (out / "summary.md").read_text()
+    assert "rdmaq-shm ÷ best of vllm, vllm-spinloop" in (out / "summary.md").read_text()
 
 
 def test_sweep_starts_new_servers_when_the_kept_ones_are_gone(tmp_path):
     first = _sweep(tmp_path, "--deadline", "1", "--keep-servers")
     assert first.returncode == serve.EXIT_INCOMPLETE, first.stderr[-3000:]
     kept = json.loads((tmp_path / "out" / "servers.json").read_text())
-    os.killpg(kept["rdmaq"]["sid"], 9)  # the machine lost it between the calls
+    os.killpg(kept["rdmaq-shm"]["sid"], 9)  # the machine lost it between the calls
     second = _sweep(tmp_path, "--resume", "--settings", "hogs")  # workload options: the first's
     assert second.returncode == 0, second.stderr[-3000:]
     result = json.loads((tmp_path / "out" / "results.json").read_text())
     pids = {r["queue"]: r["server_pid"] for r in result["runs"]}
-    assert pids["rdmaq"] != kept["rdmaq"]["sid"] and pids["vllm"] == kept["vllm"]["sid"]
+    assert pids["rdmaq-shm"] != kept["rdmaq-shm"]["sid"] and pids["vllm"] == kept["vllm"]["sid"]
     assert {r["setting"] for r in result["runs"]} == {"idle"}
-    assert result["servers"]["rdmaq"]["started_by_part"] == 2
+    assert result["servers"]["rdmaq-shm"]["started_by_part"] == 2
 
 
 def test_a_failing_client_run_is_an_error_record_not_a_hang(tmp_path):
@@ -372,7 +385,7 @@ def test_a_failing_client_run_is_an_error_record_not_a_hang(tmp_path):
 
 
 def test_a_queue_variant_runs_its_own_server_with_its_environment(tmp_path):
-    var = "rdmaq@RDMAQ_TEST_BUSY_SPIN_US=100"
+    var = "rdmaq-shm@RDMAQ_TEST_BUSY_SPIN_US=100"
     r = _sweep(tmp_path, "--queues", f"vllm,{var}", "--runs", "1")
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "out"

@@ -90,11 +90,11 @@ def test_a_command_run_in_process_gives_sigterm_back_after_it():
 
 QUIET_FIRST_CHILD = """
 import signal
-from rdmaq import cli
+from rdmaq import command
 
 # The command's first child, before any multiprocessing object has started the resource
 # tracker: SIGINT raised in the child stays pending (blocked), it raises nothing there.
-p = cli.quiet_spawn_context().Process(target=signal.raise_signal, args=(signal.SIGINT,))
+p = command.quiet_spawn_context().Process(target=signal.raise_signal, args=(signal.SIGINT,))
 p.start()
 p.join()
 print(p.exitcode)

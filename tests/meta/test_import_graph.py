@@ -100,3 +100,12 @@ def test_the_graph_sees_imports_inside_functions_and_each_benchmark():
 
 def test_no_module_of_the_package_imports_itself_back():
     assert circles(import_graph()) == []
+
+
+def test_no_subcommand_imports_the_command_that_loads_it():
+    """rdmaq/cli.py loads each subcommand by name (importlib), so the graph has no edge back
+    from a subcommand to it; what they share is rdmaq.command, which imports no subcommand."""
+    graph = import_graph()
+    assert [m for m, edges in graph.items() if "rdmaq.cli" in edges] == []
+    assert graph["rdmaq.command"] == set()
+    assert "rdmaq.command" in graph["rdmaq.demo"] and "rdmaq.command" in graph["rdmaq.bench.serve.main"]

@@ -90,7 +90,7 @@ def test_results_well_formed_for_both_queues(sweep):
     assert result["schema"] == "rdmaq-bench-serve/1"
     assert result["failed_runs"] == 0 and "error" not in result
     runs = result["runs"]
-    assert sorted(r["queue"] for r in runs) == ["rdmaq", "vllm"]
+    assert sorted(r["queue"] for r in runs) == ["rdmaq-shm", "vllm"]
     for r in runs:
         assert r["setting"] == "hogs-schedidle" and "error" not in r, r
         m = r["metrics"]
@@ -118,7 +118,7 @@ def test_results_well_formed_for_both_queues(sweep):
 def test_rdmaq_carried_only_the_rdmaq_server(sweep):
     servers = sweep["result"]["servers"]
     assert servers["vllm"]["rdmaq_queue_stats"] == []
-    stats = servers["rdmaq"]["rdmaq_queue_stats"]
+    stats = servers["rdmaq-shm"]["rdmaq_queue_stats"]
     engine = [s for s in stats if "EngineCore" in (s["title"] or "")]
     assert any(s["role"] == "writer" and s["n_reader"] == 2 and s["messages"] > 0 for s in engine), stats
     assert any(s["role"] == "local reader" and s["messages"] > 0 for s in engine), stats
@@ -126,8 +126,8 @@ def test_rdmaq_carried_only_the_rdmaq_server(sweep):
 
 def test_summary_names_both_queues(sweep):
     text = (sweep["out"] / "summary.md").read_text()
-    assert "| hogs-schedidle | vllm |" in text and "| hogs-schedidle | rdmaq |" in text
-    assert "rdmaq ÷ vllm" in text
+    assert "| hogs-schedidle | vllm |" in text and "| hogs-schedidle | rdmaq-shm |" in text
+    assert "rdmaq-shm ÷ vllm" in text
     assert text.strip() in sweep["stdout"]
 
 
