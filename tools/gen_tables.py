@@ -379,7 +379,8 @@ def generate(root: Path = REPO) -> dict[str, str]:
 def stale(root: Path = REPO) -> list[str]:
     """The documents whose tables differ from what the result files give, and the run
     folders' generated files that differ from their run.json and files."""
-    return [doc for doc, text in generate(root).items() if (root / doc).read_text() != text] + (runs.stale(root) if (root / runs.RESULTS).is_dir() else [])
+    docs = [doc for doc, text in generate(root).items() if (root / doc).read_text() != text]
+    return docs + (runs.stale(root) if (root / runs.RESULTS).is_dir() else [])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,6 @@ sweep, kept out of the file (its rows quote test output)."""
 from __future__ import annotations
 
 import re
-
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -64,7 +63,7 @@ def scrub_paths(text: str, places: Sequence[tuple[str, str]] = ()) -> str:
     for path, name in sorted(places, key=lambda p: -len(p[0])):
         path = path.rstrip("/")
         if path:
-            text = re.sub(re.escape(path) + r"(?=/|\b|$)", lambda _: name, text)
+            text = re.sub(re.escape(path) + r"(?=/|\b|$)", name.replace("\\", r"\\"), text)
 
     def generic(m: re.Match[str]) -> str:
         s = m.group(0)

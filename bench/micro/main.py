@@ -86,13 +86,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot-pace", default=None, help="pace for the plot (default: first non-zero)")
     p.add_argument("--label", default=None, help="machine label recorded in the JSON and titles")
     p.add_argument("--quick", action="store_true",
-                   help="short run: readers 2, sizes 64,40K, pace 0,1ms, few messages, the full "
-                        "idle window (explicit options still win)")
+                   help="short run, idle and contended: readers 2, attackers 0 and one CPU hog per "
+                        "allowed CPU, sizes 64,40K, every 1 ms, 300 messages, the full idle window "
+                        "(explicit options still win); ends with a verdict per setting: which queue "
+                        "won, by how much, and the bootstrap interval of the p50 and p99 ratios")
     p.add_argument("--markdown", action="store_true",
                    help="print Markdown tables (each queue beside vLLM) instead of the text table")
     p.add_argument("--from-json", metavar="FILE",
                    help="do not run: print the tables (and --plot) of an earlier --json file")
     return p
+
+
+def quick_plan(args, argv, readers, sizes, paces, attackers):
+    """--quick's cells, where the command line does not name them: 2 readers, 64 B and 40 KiB,
+    every 1 ms (a decode step's rhythm, where back to back is none), idle and with one CPU hog
+    per allowed CPU."""
+    if not _explicit(argv, "--readers"):
+        readers = [2]
+    if not _explicit(argv, "--sizes"):
+        sizes = [64, 40 * 1024]
+    if not _explicit(argv, "--pace"):
+        paces = [1_000_000]
+    if not _explicit(argv, "--time-cap"):
+        args.time_cap = 3.0
+    if not _explicit(argv, "--attackers"):
+        attackers = [0, len(os.sched_getaffinity(0))]
+    return readers, sizes, paces, attackers
+
+
+def quick_verdict(samples: dict, queues: list[str], readers: list[int], attackers: list[int]) -> list[str]:
+    """bench/micro/verdict.py's line per reader count and setting: rdmaq-shm against the better
+    of vLLM's queues."""
+    from ..common.names import base_name
+    from .verdict import verdicts
+
+    baselines = [q for q in queues if base_name(q) in ("vllm", "vllm-spinloop")]
+    lines = []
+    for rd in readers:
+        settings = {att: (f"idle ({rd} readers)" if att == 0 else f"contended ({rd} readers, {att} CPU hogs)")
+                    for att in attackers}
+        by_queue = {(q, att): samples[(q, r, att)] for (q, r, att) in samples if r == rd}
+        lines += verdicts(by_queue, "rdmaq-shm", baselines, settings)
+    return lines
 
 
 def _explicit(argv, flag):
@@ -111,7 +146,7 @@ def make_subruns(sizes, paces, args) -> list[dict]:
                 n = max(200, min(5000, int(args.duration * 1e9 / pace)))
             warm = args.warmup if args.warmup is not None else (200 if pace == 0 else 20)
             if args.quick and args.messages is None:
-                n = 300 if pace == 0 else 100
+                n = 300
             if args.quick and args.warmup is None:
                 warm = 20
             subs.append({"size": size, "pace_ns": pace, "n": n, "warmup": warm,
@@ -279,14 +314,7 @@ def main(argv=None) -> int:
         return 0
 
     if args.quick:
-        if not _explicit(argv, "--readers"):
-            readers = [2]
-        if not _explicit(argv, "--sizes"):
-            sizes = [64, 40 * 1024]
-        if not _explicit(argv, "--pace"):
-            paces = [0, 1_000_000]
-        if not _explicit(argv, "--time-cap"):
-            args.time_cap = 3.0
+        readers, sizes, paces, attackers = quick_plan(args, argv, readers, sizes, paces, attackers)
 
     from ..common.stats import CDF_Q
     from .report import compute_ratios, evaluate_targets
@@ -317,6 +345,7 @@ def main(argv=None) -> int:
     progress = _progress_factory(sys.stderr, args.sched_trace)
     plan = [(rd, att, q) for rd in readers for att in attackers for q in usable]
     failed = 0
+    samples = {}  # (queue, readers, attackers) -> per-sub-run latencies, for the verdict
     t0 = time.monotonic()
     with _sched_tracer(args) as tracer:
         for i, (rd, att, q) in enumerate(plan):
@@ -324,8 +353,9 @@ def main(argv=None) -> int:
                   f"{att} {args.attacker_policy} attackers"
                   f"{', tokenizer attacker' if args.tokenizer_attacker else ''} "
                   f"({time.monotonic() - t0:.0f} s so far)", file=sys.stderr, flush=True)
-            cell, _ = run_cell(q, rd, cpus, att, args.tokenizer_attacker, subruns, args.idle_window,
-                               progress, attacker_policy=args.attacker_policy, tracer=tracer)
+            cell, raw = run_cell(q, rd, cpus, att, args.tokenizer_attacker, subruns, args.idle_window,
+                                 progress, attacker_policy=args.attacker_policy, tracer=tracer)
+            samples[(q, rd, att)] = raw
             result["cells"].append(cell)
             if args.json:  # keep what is measured so far, should a later cell take the run down
                 _write_json(args.json, result)
@@ -343,10 +373,14 @@ def main(argv=None) -> int:
     result["elapsed_s"] = time.monotonic() - t0
     result["ratios"] = compute_ratios(result["cells"])
     result["targets"] = evaluate_targets(result)
+    if args.quick:
+        result["verdict"] = quick_verdict(samples, usable, readers, attackers)
     if args.json:
         _write_json(args.json, result)
         print(f"# results written to {args.json}", file=sys.stderr)
     finish(result, args)
+    for text in result.get("verdict", []):
+        print(text)
     if alone:  # again where it is seen: under the table
         print(f"{PROG}: {NO_COMPARISON}", file=sys.stderr)
     return 1 if failed else 0

@@ -6,6 +6,7 @@ harness must have seen every message exactly once, in order.
 import importlib.util
 import json
 import math
+import os
 from array import array
 
 import numpy as np
@@ -82,17 +83,21 @@ def _numbers(obj):
         yield obj
 
 
-def _check_result(data, queue, readers, subruns=4):
+def _check_result(data, queue, readers, subruns=2, attackers=(0,)):
     assert data["schema"] == micro.SCHEMA
     m = data["machine"]
     for k in ("cpu_model", "logical_cpus", "kernel", "python", "versions", "loadavg_start", "loadavg_end"):
         assert k in m, k
     cells = [c for c in data["cells"] if c["queue"] == queue]
-    assert len(cells) == 1
-    cell = cells[0]
+    assert [c["attackers"] for c in cells] == list(attackers)
+    for cell in cells:
+        _check_cell(cell, readers, subruns, data["cdf_q"])
+
+
+def _check_cell(cell, readers, subruns, cdf_q):
     assert cell["error"] is None, cell["error"]
     assert cell["readers"] == readers
-    assert len(cell["subruns"]) == subruns  # quick: 2 sizes x 2 paces
+    assert len(cell["subruns"]) == subruns  # quick: 2 sizes x 1 pace
     for s in cell["subruns"]:
         assert s["errors"] == [], s["errors"]
         assert s["measured"] == s["writer_sent"] - s["warmup"] > 0
@@ -103,7 +108,7 @@ def _check_result(data, queue, readers, subruns=4):
         assert s["negative_latencies"] == 0
         assert len(s["reader_cpu_busy_frac"]) == readers
         assert s["throughput_msgs_per_s"] > 0
-        assert len(s["cdf_us"]) == len(data["cdf_q"])
+        assert len(s["cdf_us"]) == len(cdf_q)
         assert s["cdf_us"] == sorted(s["cdf_us"])
     idle = cell["idle"]
     assert len(idle["reader_cpu_frac_early"]) == readers
@@ -116,11 +121,16 @@ def test_quick_run_rdmaq_shm(tmp_path, capsys):
     rc = cli.main(["--quick", "--queues", "rdmaq-shm", "--json", str(out)])
     assert rc == 0
     data = json.loads(out.read_text())
-    _check_result(data, "rdmaq-shm", 2)
+    # idle, and one CPU hog per allowed CPU
+    _check_result(data, "rdmaq-shm", 2, attackers=(0, len(os.sched_getaffinity(0))))
     # the file records the command line without this machine's directories
     assert data["argv"] == ["--quick", "--queues", "rdmaq-shm", "--json", "r.json"]
     table = capsys.readouterr().out
     assert "rdmaq-shm" in table and "p99[us]" in table
+    # no vLLM beside it: the verdict says there is none, per setting, in its last lines
+    assert table.rstrip().splitlines()[-2:] == data["verdict"] == [
+        "verdict, idle (2 readers): none (no vLLM queue measured)",
+        f"verdict, contended (2 readers, {len(os.sched_getaffinity(0))} CPU hogs): none (no vLLM queue measured)"]
     # the JSON alone re-renders the tables and a plot
     assert cli.main(["--from-json", str(out), "--markdown"]) == 0
     md = capsys.readouterr().out
@@ -138,8 +148,8 @@ def test_quick_run_vllm_references(tmp_path):
     """vLLM as shipped and with its C spin loop (a loadable copy of the module where the
     shipped one names libraries it does not use)."""
     out = tmp_path / "v.json"
-    rc = cli.main(["--quick", "--queues", "vllm,vllm-spinloop", "--readers", "1", "--sizes", "64",
-                   "--json", str(out)])
+    rc = cli.main(["--quick", "--queues", "vllm,vllm-spinloop", "--readers", "1", "--sizes", "64,40K",
+                   "--attackers", "0", "--json", str(out)])
     assert rc == 0
     data = json.loads(out.read_text())
     assert data["skipped"] == {}

@@ -55,7 +55,8 @@ def test_new_makes_a_folder_its_summary_and_the_index_lists_it(tmp_path):
     summary = (folder / "summary.md").read_text()
     assert "| `rdmaq-shm` | 1 | 0 | 64 | 1 ms | 0.50 | 2.00 |" in summary
     index = (root / "docs/results/README.md").read_text()
-    assert "| [2026-12-06-dev2core-abc1234-quick](2026-12-06-dev2core-abc1234-quick/) | 2026-12-06 | dev2core |" in index
+    name = "2026-12-06-dev2core-abc1234-quick"
+    assert f"| [{name}]({name}/) | 2026-12-06 | dev2core |" in index
     assert results.stale(root) == []
     assert results.run_link(folder.name, "../", root) == f"[2026-12-06, abc1234](../results/{folder.name}/)"
     with pytest.raises(ValueError, match="exists already"):
