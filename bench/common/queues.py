@@ -178,7 +178,8 @@ class VllmAdapter(QueueAdapter):
 
     def available(self):
         if importlib.util.find_spec("vllm") is None:
-            return "vllm is not installed (pip install --no-deps vllm==0.33.0; see docs/benchmarks/method.md)"
+            return ("vllm is not installed (a CPU-only machine: rdmaq vllm install-cpu; with a GPU: "
+                    "pip install vllm==0.33.0; docs/vllm.md#install)")
         if importlib.util.find_spec("torch") is None:
             return "vllm needs torch (pip install torch first)"
         if importlib.util.find_spec("zmq") is None:
