@@ -248,28 +248,31 @@ def bench_serve_args(model: str) -> list[str]:
     defaults, and its environment (set here)."""
     import tempfile
 
-    from rdmaq.bench.serve import main as serve  # type: ignore[import-not-found]  # bench/ installed as rdmaq.bench
+    # bench/ installed as rdmaq.bench
+    from rdmaq.bench.serve import launch as serve_launch  # type: ignore[import-not-found]
+    from rdmaq.bench.serve import options as serve_options  # type: ignore[import-not-found]
 
-    args = serve.resolve(serve.build_parser().parse_args(["--device", "cuda", "--model", model]))
-    cfg = serve.config_of(args, "vllm", Path(model).resolve(), ["rdmaq-shm"], ["idle"])
-    env = serve.server_env("rdmaq-shm", "cuda", None, Path(tempfile.gettempdir()) / "rdmaq-preflight")
+    args = serve_options.resolve(serve_options.build_parser().parse_args(["--device", "cuda", "--model", model]))
+    cfg = serve_options.config_of(args, "vllm", Path(model).resolve(), ["rdmaq-shm"], ["idle"])
+    env = serve_launch.server_env("rdmaq-shm", "cuda", None, Path(tempfile.gettempdir()) / "rdmaq-preflight")
     os.environ.update({k: v for k, v in env.items() if k.startswith(("VLLM_", "RDMAQ_"))})
-    return serve.serve_command(cfg, "rdmaq-shm")
+    return serve_launch.serve_command(cfg, "rdmaq-shm")
 
 
 def client_args_check(model: str) -> dict[str, Any]:
     """The harness's `vllm bench serve` arguments, parsed by this vLLM's own client parser
     (as its persistent client does)."""
     from rdmaq.bench.serve import client as serve_client
-    from rdmaq.bench.serve import main as serve
+    from rdmaq.bench.serve import measure as serve_measure
+    from rdmaq.bench.serve import options as serve_options
     from rdmaq.bench.serve.server import VllmServer  # type: ignore[import-not-found]
 
-    args = serve.resolve(serve.build_parser().parse_args(["--device", "cuda", "--model", model]))
-    cfg = serve.config_of(args, "vllm", Path(model).resolve(), ["rdmaq-shm"], ["idle"])
+    args = serve_options.resolve(serve_options.build_parser().parse_args(["--device", "cuda", "--model", model]))
+    cfg = serve_options.config_of(args, "vllm", Path(model).resolve(), ["rdmaq-shm"], ["idle"])
     srv = VllmServer(vllm="vllm", model=Path(model), ipc="rdmaq", workdir=Path("."), env={},
                      max_model_len=cfg["max_model_len"])
     srv.port = 8000
-    argv = serve.client_argv(cfg, Path(model), srv, Path("."), "preflight")
+    argv = serve_measure.client_argv(cfg, Path(model), srv, Path("."), "preflight")
     parsed = serve_client._parser().parse_args(argv)
     return {"num_prompts": parsed.num_prompts, "request_rate": parsed.request_rate,
             "max_concurrency": parsed.max_concurrency, "dataset_name": parsed.dataset_name}

@@ -18,6 +18,8 @@ import pytest
 from rdmaq.bench.serve import attack as serve_attack
 from rdmaq.bench.serve import confine as serve_confine
 from rdmaq.bench.serve import main as serve
+from rdmaq.bench.serve import measure as serve_measure
+from rdmaq.bench.serve import options as serve_options
 from rdmaq.bench.serve import plan as serve_plan
 from rdmaq.bench.serve import report as serve_report
 from rdmaq.bench.serve.confine import Confinement
@@ -29,7 +31,7 @@ ALLOWED = sorted(os.sched_getaffinity(0))
 
 
 def _args(*argv):
-    return serve.resolve(serve.build_parser().parse_args(["--device", "cpu", *argv]))
+    return serve_options.resolve(serve_options.build_parser().parse_args(["--device", "cpu", *argv]))
 
 
 # ------------------------------------------------------------------ arguments and plan
@@ -68,18 +70,18 @@ def test_idle_cells_get_five_runs_unless_told():
     steps = serve_plan.plan(["idle", "hogs"], ["vllm", "rdmaq-shm"], {"idle": 5, "hogs": 3})
     assert sum(s.setting == "idle" for s in steps) == 10 and len(steps) == 16
     assert (_args("--runs", "2").idle_runs, _args("--runs", "2", "--idle-runs", "7").idle_runs) == (2, 7)
-    cfg = serve.config_of(args, "vllm", Path("m"), ["vllm"], ["idle", "hogs"])
-    assert serve.runs_by_setting(cfg) == {"idle": 5, "hogs": 3}
+    cfg = serve_options.config_of(args, "vllm", Path("m"), ["vllm"], ["idle", "hogs"])
+    assert serve_options.runs_by_setting(cfg) == {"idle": 5, "hogs": 3}
     # a results.json from before: --runs everywhere
-    assert serve.runs_by_setting({"runs": 3, "settings": ["idle"]}) == {"idle": 3}
+    assert serve_options.runs_by_setting({"runs": 3, "settings": ["idle"]}) == {"idle": 3}
 
 
 def test_hogs_default_to_the_servers_cpus():
-    cfg = serve.config_of(_args("--server-cpus", "1"), "vllm", Path("m"), ["vllm"],
+    cfg = serve_options.config_of(_args("--server-cpus", "1"), "vllm", Path("m"), ["vllm"],
                           ["hogs", "hogs-ingroup"])
     assert (cfg["hogs"], cfg["hogs_in_group"]) == (1, 1)
     assert cfg["setting_desc"]["hogs-ingroup"] == "1 CPU hogs in the server's cpuset and cgroup"
-    cfg = serve.config_of(_args("--server-quota", "0.5"), "vllm", Path("m"), ["vllm"], ["hogs"])
+    cfg = serve_options.config_of(_args("--server-quota", "0.5"), "vllm", Path("m"), ["vllm"], ["hogs"])
     assert (cfg["hogs"], cfg["hogs_in_group"]) == (len(ALLOWED), 1)
 
 
@@ -156,12 +158,12 @@ def test_in_group_hogs_join_the_servers_cpus_and_group(tmp_path):
 # ------------------------------------------------------------------ CPU per 1 000 tokens
 def test_server_cpu_per_thousand_output_tokens():
     raw = {"total_output_tokens": 2000, "output_throughput": 999.0, "duration": 1.0}
-    rec = serve.cpu_per_tokens({"api_server": 1.0, "engine_core": 2.0, "worker": 3.0}, raw)
+    rec = serve_measure.cpu_per_tokens({"api_server": 1.0, "engine_core": 2.0, "worker": 3.0}, raw)
     assert rec == {"server_cpu_s_total": 6.0, "output_tokens": 2000, "server_cpu_s_per_1k_tok": 3.0}
     # without vLLM's total: throughput x duration
-    assert serve.cpu_per_tokens({"worker": 1.0}, {"output_throughput": 250.0, "duration": 2.0})[
+    assert serve_measure.cpu_per_tokens({"worker": 1.0}, {"output_throughput": 250.0, "duration": 2.0})[
         "server_cpu_s_per_1k_tok"] == 2.0
-    assert "server_cpu_s_per_1k_tok" not in serve.cpu_per_tokens({"worker": 1.0}, {})
+    assert "server_cpu_s_per_1k_tok" not in serve_measure.cpu_per_tokens({"worker": 1.0}, {})
 
 
 def _run(queue, cpu_s, tokens, reader_ms, setting="idle"):

@@ -12,6 +12,9 @@ import pytest
 
 from rdmaq.bench.serve import attack as serve_attack
 from rdmaq.bench.serve import main as serve
+from rdmaq.bench.serve import measure as serve_measure
+from rdmaq.bench.serve import options as serve_options
+from rdmaq.bench.serve import plan as serve_plan
 from rdmaq.bench.serve import report as serve_report
 from rdmaq.bench.serve import steps as serve_steps
 from rdmaq.bench.serve import steptime
@@ -191,10 +194,11 @@ def test_register_is_a_no_op_without_the_variable(monkeypatch):
 
 
 def test_order_alternates_run_by_run():
-    assert serve.order_for(0, ["vllm", "rdmaq-shm"], 3) == [
+    assert serve_plan.order_for(0, ["vllm", "rdmaq-shm"], 3) == [
         ("vllm", 0), ("rdmaq-shm", 0), ("vllm", 1), ("rdmaq-shm", 1), ("vllm", 2), ("rdmaq-shm", 2)]
-    assert [q for q, _ in serve.order_for(1, ["vllm", "rdmaq-shm"], 2)] == ["rdmaq-shm", "vllm", "rdmaq-shm", "vllm"]
-    assert serve.order_for(0, ["rdmaq-shm"], 2) == [("rdmaq-shm", 0), ("rdmaq-shm", 1)]
+    second = serve_plan.order_for(1, ["vllm", "rdmaq-shm"], 2)
+    assert [q for q, _ in second] == ["rdmaq-shm", "vllm", "rdmaq-shm", "vllm"]
+    assert serve_plan.order_for(0, ["rdmaq-shm"], 2) == [("rdmaq-shm", 0), ("rdmaq-shm", 1)]
 
 
 def test_roles_and_cpu_delta():
@@ -204,7 +208,7 @@ def test_roles_and_cpu_delta():
     assert role_of("python -c from multiprocessing.resource_tracker", False) == "other"
     a = {1: ("worker_tp0", 1.0), 2: ("worker_tp1", 2.0), 3: ("engine_core", 0.5)}
     b = {1: ("worker_tp0", 3.5), 2: ("worker_tp1", 2.25), 4: ("other", 9.0)}
-    assert serve.cpu_delta(a, b) == {"worker_tp0": 2.5, "worker_tp1": 0.25}
+    assert serve_measure.cpu_delta(a, b) == {"worker_tp0": 2.5, "worker_tp1": 0.25}
 
 
 def test_hog_attackers_run_as_sched_idle_and_stop():
@@ -227,7 +231,7 @@ def test_hog_attackers_run_as_sched_idle_and_stop():
 
 
 def _result(runs):
-    return {"schema": serve.SCHEMA, "machine": {"versions": {}, "loadavg_start": [1.0, 1, 1],
+    return {"schema": serve_options.SCHEMA, "machine": {"versions": {}, "loadavg_start": [1.0, 1, 1],
                                                  "loadavg_end": [2.0, 1, 1]},
             "config": {"queues": ["vllm", "rdmaq-shm"], "settings": ["hogs", "hogs-schedidle"], "runs": 3,
                        "input_len": 32, "output_len": 64, "num_prompts": 10, "rate": 4,

@@ -16,7 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from rdmaq.bench.serve import launch as serve_launch
 from rdmaq.bench.serve import main as serve
+from rdmaq.bench.serve import measure as serve_measure
+from rdmaq.bench.serve import options as serve_options
 from rdmaq.bench.serve import plan as serve_plan
 from rdmaq.bench.serve import report as serve_report
 from rdmaq.bench.serve import steps as serve_steps
@@ -53,7 +56,7 @@ def test_a_run_fits_only_when_it_ends_before_the_deadline():
 
 # ------------------------------------------------------------------ servers
 def _args(*argv):
-    return serve.resolve(serve.build_parser().parse_args(list(argv)))
+    return serve_options.resolve(serve_options.build_parser().parse_args(list(argv)))
 
 
 def test_a_worker_is_named_by_its_groups_larger_than_one():
@@ -75,9 +78,9 @@ def test_device_defaults():
 
 
 def test_capture_sizes_cover_every_batch_up_to_the_limit():
-    assert serve.capture_sizes(16) == [1, 2, 4, 8, 16]
-    assert serve.capture_sizes(20) == [1, 2, 4, 8, 16, 20]
-    assert serve.capture_sizes(1) == [1]
+    assert serve_launch.capture_sizes(16) == [1, 2, 4, 8, 16]
+    assert serve_launch.capture_sizes(20) == [1, 2, 4, 8, 16, 20]
+    assert serve_launch.capture_sizes(1) == [1]
 
 
 def _cfg(**kw):
@@ -87,33 +90,33 @@ def _cfg(**kw):
 
 
 def test_gpu_server_arguments_per_profile():
-    graphs = serve.server_args(_cfg())
+    graphs = serve_launch.server_args(_cfg())
     assert graphs[:2] == ["--distributed-executor-backend", "mp"]
     assert "--kv-cache-memory-bytes" in graphs and str(4 << 30) in graphs
     assert "-cc.cudagraph_mode=FULL_DECODE_ONLY" in graphs and "-cc.mode=0" in graphs
     assert "-cc.cudagraph_capture_sizes=[1,2,4,8,16]" in graphs
-    assert "--enforce-eager" in serve.server_args(_cfg(profile="eager"))
-    compiled = serve.server_args(_cfg(profile="compile", server_args=["--seed=1"]))
+    assert "--enforce-eager" in serve_launch.server_args(_cfg(profile="eager"))
+    compiled = serve_launch.server_args(_cfg(profile="compile", server_args=["--seed=1"]))
     assert not [a for a in compiled if a.startswith("-cc.")] and compiled[-1] == "--seed=1"
-    assert serve.server_args({"device": "cpu"}) == ["--enforce-eager"]
+    assert serve_launch.server_args({"device": "cpu"}) == ["--enforce-eager"]
 
 
 def test_server_environment_per_queue():
-    plain = serve.server_env("vllm", "cuda", None, Path("/s"))
-    spin = serve.server_env("vllm-spinloop", "cuda", Path("/t"), Path("/s"))
+    plain = serve_launch.server_env("vllm", "cuda", None, Path("/s"))
+    spin = serve_launch.server_env("vllm-spinloop", "cuda", Path("/t"), Path("/s"))
     assert "VLLM_USE_SPINLOOP_EXT" not in plain and spin["VLLM_USE_SPINLOOP_EXT"] == "1"
     assert plain["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     assert spin["RDMAQ_BENCH_STEPTIME_DIR"] == "/t"
-    cpu = serve.server_env("rdmaq-shm", "cpu", None, Path("/s"))
+    cpu = serve_launch.server_env("rdmaq-shm", "cpu", None, Path("/s"))
     assert "VLLM_CPU_OMP_THREADS_BIND" in cpu and "VLLM_USE_FLASHINFER_SAMPLER" not in cpu
     # a variant: its base queue's server with more environment
-    var = serve.server_env("vllm-spinloop@RDMAQ_X=1@VLLM_Y=a=b", "cuda", None, Path("/s"))
+    var = serve_launch.server_env("vllm-spinloop@RDMAQ_X=1@VLLM_Y=a=b", "cuda", None, Path("/s"))
     assert var["VLLM_USE_SPINLOOP_EXT"] == "1" and var["RDMAQ_X"] == "1" and var["VLLM_Y"] == "a=b"
-    assert serve.serve_command({"model": "m", "tp": 1, "device": "cpu", "max_model_len": 64},
+    assert serve_launch.serve_command({"model": "m", "tp": 1, "device": "cpu", "max_model_len": 64},
                                "rdmaq-shm@RDMAQ_BUSY_SPIN_US=2000")[4] == "rdmaq"  # --distributed-ipc
     # rdmaq's server over the transport its name says, whatever the plugin would choose
     assert cpu["RDMAQ_VLLM_TRANSPORT"] == "shm"
-    assert serve.server_env("rdmaq-verbs", "cpu", None, Path("/s"))["RDMAQ_VLLM_TRANSPORT"] == "verbs"
+    assert serve_launch.server_env("rdmaq-verbs", "cpu", None, Path("/s"))["RDMAQ_VLLM_TRANSPORT"] == "verbs"
     assert "RDMAQ_VLLM_TRANSPORT" not in plain
 
 
@@ -143,17 +146,17 @@ def test_spinloop_check_fails_when_a_process_spins_in_python(tmp_path):
     srv.log_path.write_text("INFO starting\n")
     _pid_file(tmp_path, 11, "VLLM::EngineCore", True)
     _pid_file(tmp_path, 12, "VLLM::Worker_TP0", True)
-    assert serve.check_spinloop("vllm-spinloop", srv, tmp_path) == {
+    assert serve_launch.check_spinloop("vllm-spinloop", srv, tmp_path) == {
         "VLLM::EngineCore (11)": True, "VLLM::Worker_TP0 (12)": True}
     _pid_file(tmp_path, 12, "VLLM::Worker_TP0", False)
     with pytest.raises(ServerError, match=r"spin-loop extension is off in \['VLLM::Worker_TP0 \(12\)'\]"):
-        serve.check_spinloop("vllm-spinloop", srv, tmp_path)
+        serve_launch.check_spinloop("vllm-spinloop", srv, tmp_path)
     # the other queues only record it
-    assert serve.check_spinloop("vllm", srv, tmp_path)["VLLM::Worker_TP0 (12)"] is False
+    assert serve_launch.check_spinloop("vllm", srv, tmp_path)["VLLM::Worker_TP0 (12)"] is False
     _pid_file(tmp_path, 12, "VLLM::Worker_TP0", True)
-    srv.log_path.write_text(f"WARNING {serve.SPINLOOP_FAILED}, disabling VLLM_USE_SPINLOOP_EXT!\n")
+    srv.log_path.write_text(f"WARNING {serve_launch.SPINLOOP_FAILED}, disabling VLLM_USE_SPINLOOP_EXT!\n")
     with pytest.raises(ServerError, match="its log says so"):
-        serve.check_spinloop("vllm-spinloop", srv, None)
+        serve_launch.check_spinloop("vllm-spinloop", srv, None)
 
 
 # ------------------------------------------------------------------ step share (async GPU steps)
@@ -200,7 +203,7 @@ def test_queue_share_of_steps_with_overlapping_steps():
 
 # ------------------------------------------------------------------ report
 def _result(runs, queues):
-    return {"schema": serve.SCHEMA, "machine": {"versions": {}, "gpus": ["NVIDIA H200, 580, 143771 MiB"],
+    return {"schema": serve_options.SCHEMA, "machine": {"versions": {}, "gpus": ["NVIDIA H200, 580, 143771 MiB"],
                                                  "loadavg_start": [1.0], "loadavg_end": [2.0]},
             "config": {"queues": queues, "settings": ["hogs"], "runs": 3, "input_len": 128,
                        "output_len": 128, "num_prompts": 96, "rate": 12, "concurrency": 16,
@@ -262,9 +265,9 @@ def test_result_files_of_earlier_versions_read_under_todays_names(tmp_path, caps
 
 def test_the_old_names_are_taken_on_the_command_line_too():
     """--queues vllm,rdmaq (a script written before) runs the contenders under today's names."""
-    args = serve.build_parser().parse_args(["--device", "cpu", "--queues", "shm,rdmaq@RDMAQ_X=1"])
-    serve.resolve(args)
-    queues, _ = serve._check(serve.build_parser(), args)
+    args = serve_options.build_parser().parse_args(["--device", "cpu", "--queues", "shm,rdmaq@RDMAQ_X=1"])
+    serve_options.resolve(args)
+    queues, _ = serve_options.check_args(serve_options.build_parser(), args)
     assert queues == ["vllm", "rdmaq-shm@RDMAQ_X=1"]
 
 
@@ -303,12 +306,12 @@ def test_persistent_client_reruns_in_one_process_and_reports_failures(tmp_path):
                "seed": 0}
         pids, lines = [], []
         for name in ("a", "b"):
-            rc = client.run(serve.client_argv(cfg, tmp_path, srv, tmp_path, name), lines.append, 60)
+            rc = client.run(serve_measure.client_argv(cfg, tmp_path, srv, tmp_path, name), lines.append, 60)
             assert rc == 0, lines
             pids.append(client.proc.pid)
             assert json.loads((tmp_path / f"{name}.json").read_text())["completed"] == 2
         assert pids[0] == pids[1]  # imported once
-        assert sum(serve.MAIN_LINE in line for line in lines) == 2
+        assert sum(serve_measure.MAIN_LINE in line for line in lines) == 2
         assert not any(DONE_LINE in line for line in lines)
         bad = client.run(["--num-prompts", "many"], lines.append, 60)
         assert bad == 2  # argparse's exit status, and the client lives on
@@ -335,7 +338,7 @@ def _sweep(tmp_path, *extra, env=None):
 def test_sweep_cut_at_a_deadline_resumes_on_the_same_servers(tmp_path):
     # no run fits in 1 s (the first run's estimate is 3 / 1 s + 15 s): servers start and stay
     first = _sweep(tmp_path, "--deadline", "1", "--keep-servers")
-    assert first.returncode == serve.EXIT_INCOMPLETE, first.stderr[-3000:]
+    assert first.returncode == serve_options.EXIT_INCOMPLETE, first.stderr[-3000:]
     out = tmp_path / "out"
     kept = json.loads((out / "servers.json").read_text())
     assert sorted(kept) == ["rdmaq-shm", "vllm", "vllm-spinloop"]
@@ -364,7 +367,7 @@ def test_sweep_cut_at_a_deadline_resumes_on_the_same_servers(tmp_path):
 
 def test_sweep_starts_new_servers_when_the_kept_ones_are_gone(tmp_path):
     first = _sweep(tmp_path, "--deadline", "1", "--keep-servers")
-    assert first.returncode == serve.EXIT_INCOMPLETE, first.stderr[-3000:]
+    assert first.returncode == serve_options.EXIT_INCOMPLETE, first.stderr[-3000:]
     kept = json.loads((tmp_path / "out" / "servers.json").read_text())
     os.killpg(kept["rdmaq-shm"]["sid"], 9)  # the machine lost it between the calls
     second = _sweep(tmp_path, "--resume", "--settings", "hogs")  # workload options: the first's
@@ -413,5 +416,5 @@ def test_the_model_maker_ships_with_the_package(tmp_path):
 def test_the_harness_makes_its_model_without_a_source_tree(tmp_path):
     for dep in ("torch", "transformers", "tokenizers", "safetensors"):
         pytest.importorskip(dep, reason="making a model needs vLLM's dependencies")
-    model = serve.make_model(tmp_path, "tiny", "cpu")
+    model = serve_launch.make_model(tmp_path, "tiny", "cpu")
     assert json.loads((model / "config.json").read_text())["num_hidden_layers"] == 2

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rdmaq.bench.serve.main import IPC
+from rdmaq.bench.serve.options import IPC
 
 pytest.importorskip("vllm")
 if not (Path(sys.executable).parent / "vllm").exists():
