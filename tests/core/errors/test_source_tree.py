@@ -1,0 +1,72 @@
+"""A script saved inside rdmaq's checkout imports the source tree's rdmaq/ (its directory comes
+first on sys.path). Built in place (pip install -e .) that tree is used; without its C
+extension the installed rdmaq takes its place whole, and with none installed the ImportError
+says what to run (not "No module named 'rdmaq._rdmaq'")."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rdmaq
+
+PKG = Path(rdmaq.__file__).resolve().parent
+SCRIPT = """
+import rdmaq
+with rdmaq.Writer(1, transport="shm") as w:
+    print(rdmaq.__file__)
+"""
+
+
+def _tree(dest: Path, with_extension: bool) -> Path:
+    """A copy of the package at dest/rdmaq, its extension modules only if asked."""
+    keep = () if with_extension else ("_rdmaq*.so", "_rdmaq*.pyd")
+    shutil.copytree(PKG, dest / "rdmaq", ignore=shutil.ignore_patterns("__pycache__", *keep))
+    return dest / "rdmaq"
+
+
+@pytest.fixture
+def trees(tmp_path):
+    if not any(PKG.glob("_rdmaq*.so")):
+        pytest.skip("needs the extension built beside the package (an editable or --target install)")
+    checkout = tmp_path / "checkout"
+    site = tmp_path / "site"
+    _tree(checkout, with_extension=False)
+    installed = _tree(site, with_extension=True)
+    return checkout, site, installed
+
+
+def _run(cwd: Path, pythonpath: Path | None, *flags: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin"}
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
+    (cwd / "example.py").write_text(SCRIPT)
+    # -s: no user site; the venv's own site-packages stay (numpy, cffi), its rdmaq is found
+    # only after cwd and PYTHONPATH
+    return subprocess.run([sys.executable, "-s", *flags, "example.py"], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_a_script_in_a_checkout_without_the_extension_runs_on_the_installed_rdmaq(trees):
+    checkout, site, installed = trees
+    r = _run(checkout, site)
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()).parent == installed  # the installed package, whole
+
+
+def test_without_an_installed_rdmaq_the_error_says_what_to_run(trees):
+    checkout, _, _ = trees
+    r = _run(checkout, None, "-S")  # -S: no site-packages, so no rdmaq installed anywhere
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: rdmaq's C extension is not built in the source tree "), last
+    assert "`pip install .`" in last and "`pip install -e .`" in last
+    assert "No module named" not in r.stderr
+
+
+def test_a_tree_built_in_place_is_used_as_it_is(trees):
+    _, site, installed = trees
+    r = _run(site, None)
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()).parent == installed
