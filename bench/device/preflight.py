@@ -250,7 +250,7 @@ def bench_serve_args(model: str) -> list[str]:
 
     # bench/ installed as rdmaq.bench
     from rdmaq.bench.serve import launch as serve_launch  # type: ignore[import-not-found]
-    from rdmaq.bench.serve import options as serve_options  # type: ignore[import-not-found]
+    from rdmaq.bench.serve import options as serve_options
 
     args = serve_options.resolve(serve_options.build_parser().parse_args(["--device", "cuda", "--model", model]))
     cfg = serve_options.config_of(args, "vllm", Path(model).resolve(), ["rdmaq-shm"], ["idle"])

@@ -1,4 +1,4 @@
-"""The documented defaults (README's API table) and the waiting options' environment
+"""The documented defaults (docs/api.md's table) and the waiting options' environment
 variables (RDMAQ_SPIN_US, RDMAQ_SLICE_US, RDMAQ_ANTICIPATE, RDMAQ_RESTORE_SLICE),
 read when an endpoint is created; an argument given wins over its variable."""
 import os
@@ -12,7 +12,7 @@ from rdmaq._rdmaq import lib
 
 SHM = "/dev/shm"
 HDR = struct.Struct("<IIIIIiQQQQ")  # csrc/shm_format.h's segment header
-DEFAULT_SLICE_NS = 300_000  # README: slice_us=300
+DEFAULT_SLICE_NS = 300_000  # docs/api.md: slice_us=300
 
 
 def _slices_honoured():
@@ -34,7 +34,7 @@ def test_a_writer_s_defaults():
 
 
 def test_the_waiting_options_default_to_the_documented_values(monkeypatch):
-    """README: spin_us=50, slice_us=300, anticipate=True, restore_slice=False."""
+    """docs/api.md: spin_us=50, slice_us=300, anticipate=True, restore_slice=False."""
     from rdmaq import queue
     from rdmaq._rdmaq import ffi
     for var in ("RDMAQ_SLICE_US", "RDMAQ_SPIN_US", "RDMAQ_ANTICIPATE", "RDMAQ_RESTORE_SLICE"):

@@ -1,5 +1,5 @@
 """A get that finds its message, and a put that finds room and wakes no one,
-keep the GIL (README, "How it works"): another thread of the process runs only
+keep the GIL (docs/architecture.md, "How it works"): another thread of the process runs only
 where a call lets go of it, as a blocking one must.  Seen without timing: with
 the switch interval set for ever, a second thread that wants the GIL gets it
 only when this one releases it, so its count of turns says how often that

@@ -320,7 +320,7 @@ def test_forged_writer_reply_is_a_protocol_error_naming_the_field(mutate, want):
 
 def test_refusal_of_a_taken_index_is_index_in_use():
     """The writer's EBUSY (the index attached, or being attached by a live reader) is
-    rdmaq.IndexInUseError, as over shm (README's error table)."""
+    rdmaq.IndexInUseError, as over shm (docs/api.md's error table)."""
     fake = FakeWriter()
     try:
         err = _forged_reply(fake, lambda g, q: {"ok": False, "error": "reader index 0 is already attached",

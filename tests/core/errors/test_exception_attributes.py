@@ -1,4 +1,4 @@
-"""The documented attributes of the exceptions (README, "Errors"): the class of
+"""The documented attributes of the exceptions (docs/api.md, "Errors"): the class of
 each failure, ``.errno`` (the C core's code), and what the message names."""
 import errno
 import os

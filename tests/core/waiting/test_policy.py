@@ -1,4 +1,4 @@
-"""The reader's waiting policy (README, "Waiting options"): ``auto`` spins for a due
+"""The reader's waiting policy (docs/api.md, "Waiting options"): ``auto`` spins for a due
 message where the queue's readers and writer fit the process's CPUs, ``efficient``
 never past its window; bad values are named."""
 import pytest
@@ -6,7 +6,7 @@ import pytest
 import rdmaq
 from rdmaq import queue
 
-FREE_SPIN_NS = 20_000_000  # README: up to RDMAQ_FREE_SPIN_US, default 20000
+FREE_SPIN_NS = 20_000_000  # docs/api.md: up to RDMAQ_FREE_SPIN_US, default 20000
 
 
 @pytest.fixture
