@@ -10,7 +10,7 @@ from pathlib import Path as _Path
 
 from . import _source_tree
 
-if not _source_tree.built_here(_Path(__file__).resolve().parent):
+if not _source_tree.extension_found():
     # a source tree without its extension, found first on sys.path (a script run inside the
     # checkout): the installed rdmaq takes its place, else the error says what to run
     _installed = _source_tree.installed_elsewhere(_sys.path, _Path(__file__).resolve().parent)

@@ -19,6 +19,15 @@ def built_here(pkg: Path = HERE) -> bool:
     return any(pkg.glob("_rdmaq.*so")) or any(pkg.glob("_rdmaq.*pyd"))
 
 
+def extension_found() -> bool:
+    """Whether ``rdmaq._rdmaq`` can be imported as things stand: built in this tree, or found
+    by another finder (an editable install's)."""
+    try:
+        return importlib.util.find_spec("rdmaq._rdmaq") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def installed_elsewhere(path: list[str], pkg: Path = HERE) -> Path | None:
     """The first rdmaq package on ``path`` that is not this tree and has its extension built."""
     for entry in path:

@@ -2,9 +2,11 @@
 first on sys.path). Built in place (pip install -e .) that tree is used; without its C
 extension the installed rdmaq takes its place whole, and with none installed the ImportError
 says what to run (not "No module named 'rdmaq._rdmaq'")."""
+import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -37,14 +39,16 @@ def trees(tmp_path):
     return checkout, site, installed
 
 
-def _run(cwd: Path, pythonpath: Path | None, *flags: str) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin"}
-    if pythonpath:
-        env["PYTHONPATH"] = str(pythonpath)
+def _run(cwd: Path, installed: Path | None) -> subprocess.CompletedProcess:
+    """``python example.py`` in ``cwd`` as on a machine where rdmaq was installed (``pip install
+    .``) at ``installed`` (None: nowhere).  -S: no .pth files, so that an editable install of
+    this checkout does not answer for the copies; cffi's backend from this interpreter's
+    site-packages, which holds no rdmaq of its own then."""
+    path = [str(installed)] if installed else []
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([*path, sysconfig.get_paths()["purelib"],
+                                                                    sysconfig.get_paths()["platlib"]])}
     (cwd / "example.py").write_text(SCRIPT)
-    # -s: no user site; the venv's own site-packages stay (numpy, cffi), its rdmaq is found
-    # only after cwd and PYTHONPATH
-    return subprocess.run([sys.executable, "-s", *flags, "example.py"], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-S", "example.py"], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=60)
 
 
@@ -57,7 +61,7 @@ def test_a_script_in_a_checkout_without_the_extension_runs_on_the_installed_rdma
 
 def test_without_an_installed_rdmaq_the_error_says_what_to_run(trees):
     checkout, _, _ = trees
-    r = _run(checkout, None, "-S")  # -S: no site-packages, so no rdmaq installed anywhere
+    r = _run(checkout, None)
     assert r.returncode == 1
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: rdmaq's C extension is not built in the source tree "), last
