@@ -355,6 +355,19 @@ def suite_times() -> str:
             f"venv {r['setup_seconds'] / 60:.1f}, {tiers}; [`{TIER_TIMES[5:]}`]({TIER_TIMES})).\n")
 
 
+def settings_table() -> str:
+    """docs/settings.md: every RDMAQ_* variable, from rdmaq/settings.py's table (loaded from
+    this tree by its path: it imports nothing of rdmaq)."""
+    name = "_gen_tables_settings"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "rdmaq" / "settings.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return str(sys.modules[name].table_markdown())
+
+
 TABLES = [
     ("README.md", "measured", readme_measured),
     ("README.md", "suite-times", suite_times),
@@ -366,6 +379,7 @@ TABLES = [
     ("docs/benchmarks.md", "dev2core-serve", dev2core_serve),
     ("docs/benchmarks/reorganisation.md", "layout3", layout3),
     ("docs/testing.md", "fresh-sample", fresh_sample),
+    ("docs/settings.md", "settings", settings_table),
 ]
 
 
