@@ -66,6 +66,7 @@ def this_machine() -> Machine:
 def decide(policy: str, n_readers: int, free_spin_us: int, machine: Machine) -> Decision:
     """The decision for a reader of a queue of ``n_readers`` under ``policy``."""
     efficient = "waits as policy efficient does"
+    readers = f"{n_readers} reader{'' if n_readers == 1 else 's'} and their writer"
     if policy == "efficient":
         return Decision(policy, 0, "policy efficient: a reader naps until the predicted window, "
                                    "then blocks; it never spins for a due message")
@@ -79,11 +80,11 @@ def decide(policy: str, n_readers: int, free_spin_us: int, machine: Machine) -> 
         return Decision(policy, 0, "policy auto without /proc/thread-self/schedstat: a reader "
                                    f"cannot tell a free CPU from a contended one, so it {efficient}")
     if n_readers + 1 > machine.cpus:
-        return Decision(policy, 0, f"policy auto, {n_readers} readers and their writer on "
+        return Decision(policy, 0, f"policy auto, {readers} on "
                                    f"{machine.cpus} CPUs: they outnumber them, and a spinning "
                                    f"reader takes the CPU its writer needs, so a reader {efficient}")
     return Decision(policy, free_spin_us * 1000,
-                    f"policy auto, {n_readers} readers and their writer fit {machine.cpus} CPUs, "
+                    f"policy auto, {readers} fit {machine.cpus} CPUs, "
                     f"no quota: a reader spins up to {free_spin_us} µs for a due message while "
                     f"its CPU is free")
 
