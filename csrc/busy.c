@@ -32,8 +32,8 @@ bool rdmaq_cpu_busy(int64_t now)
 	/* Too little seen since the last verdict (the first judges the thread's life). */
 	if (ran - ran_before + delayed - delayed_before < (uint64_t)RDMAQ_BUSY_MIN_SEEN_NS)
 		return busy_state;
-	busy_state = rdmaq_busy_verdict(ran - ran_before, delayed - delayed_before,
-					rdmaq_cpus_crowded);
+	busy_state =
+		rdmaq_busy_verdict(ran - ran_before, delayed - delayed_before, rdmaq_cpus_crowded);
 	if (busy_state)
 		busy_hold_until = now + RDMAQ_BUSY_HOLD_NS;
 	ran_before = ran;

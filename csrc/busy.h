@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RDMAQ_BUSY_PERIOD_NS 20000000LL
+#define RDMAQ_BUSY_PERIOD_NS   20000000LL
 /* Contended when the thread waited for a CPU more than 1/RDMAQ_BUSY_DELAY_SHARE of
  * the time it was runnable; judged once it was runnable RDMAQ_BUSY_MIN_SEEN_NS since
  * the last verdict (a thread that mostly sleeps is judged over several periods). */

@@ -14,9 +14,9 @@
 #include "rdmaq.h"
 #include "slice.h"
 
-#define RDMAQ_PEER_CHECK_NS    100000000LL /* liveness check period when blocked */
-#define RDMAQ_MIN_SPIN_NS      1000U	   /* the adaptive spin never shrinks below */
-#define RDMAQ_SETTLE_FAR_NS     3000000LL /* settle_far_ns of a waiter never configured */
+#define RDMAQ_PEER_CHECK_NS	100000000LL	   /* liveness check period when blocked */
+#define RDMAQ_MIN_SPIN_NS	1000U		   /* the adaptive spin never shrinks below */
+#define RDMAQ_SETTLE_FAR_NS	3000000LL	   /* settle_far_ns of a waiter never configured */
 #define RDMAQ_MAX_SETTLE_FAR_NS 1000000000000000LL /* wait_config.settle_far_ns at most */
 
 /*

@@ -87,7 +87,7 @@ static void test_a_vm_s_wake_ups_are_not_busy_until_hogs_come(void)
 
 	crowded = 0;
 	for (i = 0; i < 100; i++, now += RDMAQ_BUSY_PERIOD_NS) {
-		ran += 10 * 100 * US;	       /* 10 messages of 100 µs */
+		ran += 10 * 100 * US;		/* 10 messages of 100 µs */
 		delayed += 10 * (100 + i) * US; /* each woken 100-200 µs late */
 		slices += 10;
 		busy += rdmaq_cpu_busy(now);
