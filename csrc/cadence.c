@@ -137,7 +137,9 @@ bool rdmaq_cadence_due(const struct rdmaq_cadence *c, int64_t now, int64_t ns)
 	if (c->n < RDMAQ_CAD_MIN_SEEN || !c->have_offset)
 		return false;
 	due = c->last_stamp + c->offset;
-	return due + c->sorted[0] - now < ns && now - (due + c->sorted[c->n - 1]) < ns;
+	/* Overdue past the median interval, not the longest: a bursty writer's pauses are
+	 * among the last intervals, and against the longest every pause would be due. */
+	return due + c->sorted[0] - now < ns && now - (due + c->sorted[c->n / 2]) < ns;
 }
 
 bool rdmaq_cadence_far(const struct rdmaq_cadence *c, int64_t now, int64_t ns)

@@ -76,7 +76,8 @@ bool rdmaq_cadence_far(const struct rdmaq_cadence *c, int64_t now, int64_t ns);
 /*
  * Can the next message come within `ns` of `now`?  True only with a rhythm
  * learnt, the shortest recent interval no further than that, and the
- * longest not passed by more than `ns` (a writer that paused is not due).
+ * median not passed by more than `ns` (a writer that paused is not due,
+ * nor one that pauses between bursts).
  */
 bool rdmaq_cadence_due(const struct rdmaq_cadence *c, int64_t now, int64_t ns);
 /* A nap asked to end at `asked` ended at `woke`. */

@@ -1,28 +1,55 @@
 /* SPDX-License-Identifier: MIT */
-/* The calling thread's schedstat.  See schedstat.h. */
+/* The calling thread's schedstat and the CPUs' crowding.  See schedstat.h. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include "schedstat.h"
 
+/* The start of a /proc file into buf (NUL-terminated); its length, or <= 0.  Opened per
+ * look (busy.c looks at most once a period): a kept descriptor would outlive its thread. */
+static ssize_t read_proc(const char *path, char *buf, size_t size)
+{
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	n = pread(fd, buf, size - 1, 0);
+	close(fd);
+	if (n > 0)
+		buf[n] = '\0';
+	return n;
+}
+
 bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns, uint64_t *slices)
 {
 	char buf[96];
-	ssize_t n;
-	/* Opened per look (busy.c looks at most once a period): a kept descriptor
-	 * would outlive its thread. */
-	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
+	if (read_proc("/proc/thread-self/schedstat", buf, sizeof(buf)) <= 0)
 		return false;
-	n = pread(fd, buf, sizeof(buf) - 1, 0);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
 	/* "on-CPU ns, run-queue wait ns, timeslices" */
 	return sscanf(buf, "%" SCNu64 " %" SCNu64 " %" SCNu64, ran_ns, delayed_ns, slices) == 3;
+}
+
+int rdmaq_cpus_crowded(void)
+{
+	char buf[128];
+	unsigned int running, total;
+	cpu_set_t set;
+	int cpus;
+
+	/* "0.52 0.58 0.59 3/456 12345": the fourth field is running/total tasks. */
+	if (read_proc("/proc/loadavg", buf, sizeof(buf)) <= 0 ||
+	    sscanf(buf, "%*s %*s %*s %u/%u", &running, &total) != 2 || running == 0)
+		return -1;
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return -1;
+	cpus = CPU_COUNT(&set);
+	if (cpus <= 0)
+		return -1;
+	return running > (unsigned int)cpus;
 }

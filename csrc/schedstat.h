@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the scheduler did to the calling thread: its time on a CPU, its time
- * runnable without one and its timeslices (/proc/thread-self/schedstat), for
- * busy.c.
+ * What the scheduler does to the calling thread, for busy.c: its time on a
+ * CPU, its time runnable without one and its timeslices
+ * (/proc/thread-self/schedstat), and whether more tasks are runnable than
+ * CPUs it may use (/proc/loadavg, sched_getaffinity).
  */
 #ifndef RDMAQ_SCHEDSTAT_H
 #define RDMAQ_SCHEDSTAT_H
@@ -13,5 +14,9 @@
 /* Since the thread started: ns on a CPU, ns runnable without one, and how many times it
  * was put on a CPU; false when the kernel does not say. */
 bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns, uint64_t *slices);
+
+/* 1 when more tasks are runnable now, machine-wide and this thread included, than CPUs
+ * this thread may run on; 0 when not; -1 when either cannot be read. */
+int rdmaq_cpus_crowded(void);
 
 #endif

@@ -27,7 +27,7 @@
  *    nap's wake-up on an idle vCPU is what a spinning reader never pays.
  *    Only while spinning costs nobody a CPU (busy.h): spinning on a
  *    contended CPU through preemptions, as vLLM's readers do
- *    (RDMAQ_FREE_SPIN_BUSY=1, under evaluation), gained serving on a GPU
+ *    (the experiment free_spin_busy), gained serving on a GPU
  *    under CPU hogs and cost tens of milliseconds where eight readers
  *    shared two CPUs (docs/benchmarks.md).  With no message due, or a
  *    contended CPU, it waits as policy "efficient" (1-3) does.
@@ -35,8 +35,7 @@
  * A spin that loses its CPU (a gap in the clock) stops spinning: under
  * contention spinning only burns the slice that blocking would keep.  On a
  * contended CPU (this thread's own run delay, busy.h) a wait does not spin
- * at all, unless RDMAQ_BUSY_SPIN_US (under evaluation) gives it a fixed
- * budget.
+ * at all, unless the experiment busy_spin_ns gives it a fixed budget.
  *
  * Blocked waits return -EINTR when a signal handler ran and, if asked
  * (eintr_on_main_thread), on the main thread every RDMAQ_PEER_CHECK_NS: Python's
@@ -46,7 +45,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -93,9 +91,6 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 
 int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc)
 {
-	struct rdmaq_waiter env = *wt;
-	int ret;
-
 	if (wc->spin_ns > RDMAQ_MAX_SPIN_NS)
 		return rdmaq_set_err(-EINVAL, "spin must be at most %d ns, got %u",
 				     RDMAQ_MAX_SPIN_NS, wc->spin_ns);
@@ -105,69 +100,25 @@ int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_conf
 	if (wc->slice_ns && (wc->slice_ns < RDMAQ_MIN_SLICE_NS || wc->slice_ns > RDMAQ_MAX_SLICE_NS))
 		return rdmaq_set_err(-EINVAL, "slice must be 0 (off) or %d..%d ns, got %u",
 				     RDMAQ_MIN_SLICE_NS, RDMAQ_MAX_SLICE_NS, wc->slice_ns);
-	ret = rdmaq_waiter_from_env(&env);
-	if (ret)
-		return ret;
-	*wt = env;
+	if (wc->busy_spin_ns > RDMAQ_MAX_SPIN_NS)
+		return rdmaq_set_err(-EINVAL, "busy spin must be at most %d ns, got %u",
+				     RDMAQ_MAX_SPIN_NS, wc->busy_spin_ns);
+	if (wc->free_spin_busy > 1)
+		return rdmaq_set_err(-EINVAL, "free_spin_busy must be 0 or 1, got %u",
+				     wc->free_spin_busy);
+	if (wc->settle_far_ns > (uint64_t)RDMAQ_MAX_SETTLE_FAR_NS)
+		return rdmaq_set_err(-EINVAL, "settle distance must be at most %lld ns, got %llu",
+				     RDMAQ_MAX_SETTLE_FAR_NS,
+				     (unsigned long long)wc->settle_far_ns);
 	wt->spin_max_ns = wc->spin_ns;
 	wt->spin_ns = wc->spin_ns;
 	wt->anticipate = wc->anticipate != 0;
 	wt->eintr_on_main_thread = wc->eintr_on_main_thread != 0;
 	wt->slice = (struct rdmaq_slice){ .want_ns = wc->slice_ns, .restore = wc->restore_slice };
 	wt->free_spin_ns = wc->free_spin_ns;
-	return 0;
-}
-
-/* *n from the environment variable `name` when set: a non-negative integer, else -EINVAL. */
-static int env_ll(const char *name, long long *n)
-{
-	const char *v = getenv(name);
-	char *end;
-
-	if (!v || !*v)
-		return 0;
-	errno = 0;
-	*n = strtoll(v, &end, 10);
-	if (*end || *n < 0 || errno)
-		return rdmaq_set_err(-EINVAL, "%s must be a non-negative integer, got %.40s", name,
-				     v);
-	return 0;
-}
-
-/*
- * Read when an endpoint is configured, so that one benchmark run can
- * compare values as queue variants (docs/benchmarks/waiting.md):
- * RDMAQ_SETTLE_FAR_US=N settles the scheduler lag before a block when the
- * next message cannot come within N µs (default 3000; 0: never);
- * RDMAQ_BUSY_SPIN_US=N, under evaluation,
- * spins up to N µs (at most 1 s) before blocking when the CPUs are
- * oversubscribed, where a wait otherwise blocks at once (default 0);
- * RDMAQ_FREE_SPIN_BUSY=0|1, under evaluation (default 0): policy "auto"
- * spins for a message that is due also on a contended CPU.
- */
-int rdmaq_waiter_from_env(struct rdmaq_waiter *wt)
-{
-	long long far_us = RDMAQ_SETTLE_FAR_NS / 1000, busy_us = 0, free_busy = 0;
-	int ret = env_ll("RDMAQ_SETTLE_FAR_US", &far_us);
-
-	if (!ret)
-		ret = env_ll("RDMAQ_BUSY_SPIN_US", &busy_us);
-	if (!ret)
-		ret = env_ll("RDMAQ_FREE_SPIN_BUSY", &free_busy);
-	if (ret)
-		return ret;
-	if (far_us > 1000000000LL)
-		return rdmaq_set_err(-EINVAL, "RDMAQ_SETTLE_FAR_US must be at most 1e9, got %lld",
-				     far_us);
-	if (busy_us > RDMAQ_BUSY_SPIN_MAX_NS / 1000)
-		return rdmaq_set_err(-EINVAL, "RDMAQ_BUSY_SPIN_US must be at most %u, got %lld",
-				     RDMAQ_BUSY_SPIN_MAX_NS / 1000, busy_us);
-	if (free_busy > 1)
-		return rdmaq_set_err(-EINVAL, "RDMAQ_FREE_SPIN_BUSY must be 0 or 1, got %lld",
-				     free_busy);
-	wt->settle_far_ns = far_us * 1000;
-	wt->busy_spin_ns = (uint32_t)(busy_us * 1000);
-	wt->free_spin_busy = free_busy;
+	wt->busy_spin_ns = wc->busy_spin_ns;
+	wt->free_spin_busy = wc->free_spin_busy != 0;
+	wt->settle_far_ns = (int64_t)wc->settle_far_ns;
 	return 0;
 }
 

@@ -14,10 +14,10 @@
 #include "rdmaq.h"
 #include "slice.h"
 
-#define RDMAQ_PEER_CHECK_NS    100000000LL /* liveness check period when blocked */
-#define RDMAQ_MIN_SPIN_NS      1000U	   /* the adaptive spin never shrinks below */
-#define RDMAQ_SETTLE_FAR_NS    3000000LL   /* default settle_far_ns (RDMAQ_SETTLE_FAR_US) */
-#define RDMAQ_BUSY_SPIN_MAX_NS 1000000000U /* RDMAQ_BUSY_SPIN_US at most 1 s */
+#define RDMAQ_PEER_CHECK_NS	100000000LL	   /* liveness check period when blocked */
+#define RDMAQ_MIN_SPIN_NS	1000U		   /* the adaptive spin never shrinks below */
+#define RDMAQ_SETTLE_FAR_NS	3000000LL	   /* settle_far_ns of a waiter never configured */
+#define RDMAQ_MAX_SETTLE_FAR_NS 1000000000000000LL /* wait_config.settle_far_ns at most */
 
 /*
  * How an endpoint blocks.  prepare() announces the sleep (so peers know to
@@ -55,12 +55,12 @@ struct rdmaq_waiter {
 	bool busy_noted;	   /* the nap before this wait counted stats->busy already */
 	/* Settle the scheduler lag before blocking when the next message is this far (0: never). */
 	int64_t settle_far_ns;
-	/* Under evaluation (RDMAQ_BUSY_SPIN_US): spin this long even on an oversubscribed CPU. */
+	/* Experiment (wait_config.busy_spin_ns): spin this long even on a contended CPU. */
 	uint32_t busy_spin_ns;
 	/* Policy "auto": spin up to this long while the CPU is not contended and the next
 	 * message can come within it, in place of napping (0: policy "efficient"). */
 	uint32_t free_spin_ns;
-	/* Under evaluation (RDMAQ_FREE_SPIN_BUSY=1): the free spin also on a contended CPU,
+	/* Experiment (wait_config.free_spin_busy): the free spin also on a contended CPU,
 	 * through preemptions, as vLLM's readers spin. */
 	bool free_spin_busy;
 	struct rdmaq_slice slice;
@@ -72,10 +72,10 @@ struct rdmaq_waiter {
 /* A waiter for endpoint `ep`, spinning up to spin_ns, counting into *stats. */
 void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wops, void *ep,
 		       uint32_t spin_ns, struct rdmaq_stats *stats);
-/* Apply a user's wait configuration; -EINVAL (nothing changed) when it is out of range. */
+/* Apply a user's wait configuration; -EINVAL (nothing changed) when it is out of range.
+ * The core reads no environment: rdmaq's Python layer parses the RDMAQ_* variables
+ * (rdmaq/settings.py) before it creates or attaches anything, and passes them here. */
 int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_config *wc);
-/* What the environment sets (wait.c says what); -EINVAL, naming the variable, when malformed. */
-int rdmaq_waiter_from_env(struct rdmaq_waiter *wt);
 
 /*
  * Returns 1 when the condition holds, 0 to keep waiting, or a negative

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 
+from . import settings
 from .command import (
     EXIT_INTERRUPTED,
     EXIT_OUTPUT_CLOSED,
@@ -42,6 +43,9 @@ SUBCOMMANDS: dict[str, tuple[str, str, str | None]] = {
              None),
 }
 
+# The commands that check every RDMAQ_* setting before they start anything (doctor reports
+# a bad one instead).
+CHECKS_SETTINGS = ("demo", "bench")
 STDOUT_FD = 1
 
 
@@ -91,7 +95,7 @@ def _run(prog: str, target: str, extra: str | None, argv: Sequence[str]) -> int:
         return status or 0
     except ModuleNotFoundError as e:
         top = (e.name or "").split(".")[0]
-        if os.environ.get("RDMAQ_TRACEBACK") == "1" or top in ("", "rdmaq"):
+        if _traceback_wanted() or top in ("", "rdmaq"):
             raise
         return fail(prog, missing_package(top, extra))
 
@@ -125,6 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     prog = f"rdmaq {args.command}"
     target, _, extra = SUBCOMMANDS[args.command]
+    if args.command in CHECKS_SETTINGS:
+        try:  # here, not in the children it starts, where it would hide behind a timeout
+            settings.check_environment()
+        except ValueError as e:
+            return fail(prog, str(e), EXIT_USAGE)
     try:
         with _command_signals():
             return _run(prog, target, extra, rest)
@@ -141,9 +150,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _failed(prog, e)
 
 
+def _traceback_wanted() -> bool:
+    """RDMAQ_TRACEBACK=1; a bad value is no (check_environment names it)."""
+    try:
+        return bool(settings.value("RDMAQ_TRACEBACK"))
+    except ValueError:
+        return False
+
+
 def _failed(prog: str, e: Exception) -> int:
     """One line for a user; RDMAQ_TRACEBACK=1 shows the traceback instead."""
-    if os.environ.get("RDMAQ_TRACEBACK") == "1":
+    if _traceback_wanted():
         raise e
     return fail(prog, f"{type(e).__name__}: {e} (RDMAQ_TRACEBACK=1 shows where)")
 

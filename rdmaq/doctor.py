@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import sysfs
+from . import policy, sysfs
 from .vllm import leftovers as vllm_leftovers
 
 SYSFS = sysfs.ROOT
@@ -229,39 +229,24 @@ def scheduler() -> dict[str, Any]:
     }
 
 
-def cpu_quota() -> float | None:
-    """This process's cgroup v2 CPU quota in CPUs (cpu.max), None when it has none."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            path = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
-    except OSError:
-        return None
-    if path is None:
-        return None
-    quota = sysfs.read(f"/sys/fs/cgroup{path.rstrip('/')}/cpu.max")
-    if not quota:
-        return None
-    parts = quota.split()
-    if len(parts) != 2 or parts[0] == "max":
-        return None
-    try:
-        return int(parts[0]) / int(parts[1])
-    except (ValueError, ZeroDivisionError):
-        return None
+# The queue sizes the report gives the waiting policy for: one reader, and eight.
+POLICY_READERS = (1, 8)
 
 
-def waiting_policy(cpus: int, quota: float | None, schedstat: bool) -> tuple[str, str]:
-    """The reader waiting policy this machine suits (README, "Waiting options"), and why."""
-    if quota is not None:
-        return "efficient", (f"a CPU quota of {quota:g} CPUs (cgroup cpu.max): a spin burns quota "
-                             "the server's other threads need")
-    if not schedstat:
-        return "efficient", ("no /proc/thread-self/schedstat: a reader cannot tell a free CPU from "
-                             "a contended one")
-    if cpus < 4:
-        return "efficient", (f"{cpus} CPUs: at TP >= 2 the readers and the writer outnumber them, "
-                             "and spinning readers delay the writer they wait for")
-    return "auto", f"{cpus} CPUs, no quota: readers spin for a due step only while their CPU is free"
+def waiting_policy() -> dict[str, Any]:
+    """What a reader of a queue of each of POLICY_READERS readers decides here, and why:
+    rdmaq.policy's decision, the one every Reader makes (Reader.waiting_policy)."""
+    machine = policy.this_machine()
+    out: dict[str, Any] = {"cpus": machine.cpus, "cpu_quota": machine.quota,
+                           "schedstat": machine.schedstat, "by_readers": {}}
+    try:
+        for n in POLICY_READERS:
+            d = policy.for_reader(None, n, machine=machine)
+            out["by_readers"][str(n)] = {"policy": d.policy, "free_spin_us": d.free_spin_ns // 1000,
+                                         "reason": d.reason}
+    except ValueError as e:  # a bad RDMAQ_POLICY or RDMAQ_FREE_SPIN_US: say so
+        out["error"] = str(e)
+    return out
 
 
 def collect() -> dict[str, Any]:
@@ -281,10 +266,7 @@ def collect() -> dict[str, Any]:
     rep["rxe"] = rxe_status()
     rep["transports"] = transports(rep["devices"])
     rep["scheduler"] = scheduler()
-    quota = cpu_quota()
-    policy, why = waiting_policy(rep["scheduler"]["cpus"], quota,
-                                 os.path.exists("/proc/thread-self/schedstat"))
-    rep["waiting_policy"] = {"suits": policy, "why": why, "cpu_quota": quota}
+    rep["waiting_policy"] = waiting_policy()
     rep["vllm_leftovers"] = [dataclasses.asdict(lo) for lo in vllm_leftovers.survey()]
     rep["vllm_leftovers_searched"] = vllm_leftovers.places()
     rep["advice"] = advice(rep)
@@ -336,9 +318,8 @@ def advice(rep: dict[str, Any]) -> list[str]:
                    "cpuidle driver (boot with cpuidle_haltpoll.force=1) polls briefly before halting "
                    "and cuts that (readers that anticipate a steady writer avoid it anyway)")
     wp = rep.get("waiting_policy")
-    if wp and wp["suits"] != "auto":
-        out.append(f"This machine suits the reader waiting policy {wp['suits']!r} ({wp['why']}): "
-                   f"RDMAQ_POLICY={wp['suits']}")
+    if wp and wp.get("error"):
+        out.append(f"Readers will not start here: {wp['error']}")
     orphans = [lo for lo in rep.get("vllm_leftovers", []) if lo["why_kept"] is None]
     if orphans:
         out.append(f"{len(orphans)} vLLM file(s) left by a server stopped before its cleanup "
@@ -383,11 +364,13 @@ def render(rep: dict[str, Any]) -> str:
                  + ("; in a VM" if sch["vm"] else ""))
     if sch["runnable_now"] is not None:
         lines.append(f"  runnable tasks now: {sch['runnable_now']} on {sch['cpus']} CPUs"
-                     + ("  (the machine's count; a reader judges its own CPU by its run delay)"
+                     + ("  (the machine's count; a reader judges its CPU busy by its own run delay "
+                        "while more tasks are runnable than CPUs)"
                         if sch["runnable_now"] - 1 >= sch["cpus"] else ""))
     wp = rep.get("waiting_policy")
     if wp:
-        lines.append(f"  waiting policy this machine suits: {wp['suits']} ({wp['why']})")
+        for n, d in wp["by_readers"].items():
+            lines.append(f"  waiting, {n} reader{'' if n == '1' else 's'}: {d['reason']}")
     lines.append("Transports:")
     for name, t in rep["transports"].items():
         lines.append(f"  {name}: {'usable' if t['usable'] else 'NOT usable: ' + (t['why'] or '?')}")

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import _hold_gil, errors, serialize
+from . import _hold_gil, errors, serialize, settings
+from . import policy as _policy
 from ._rdmaq import lib as _core  # the limits of rdmaq.h
 from .handle import Handle
 from .transport import Backend, RingConfig, WriterBackend
@@ -27,10 +28,11 @@ if TYPE_CHECKING:
 DEFAULT_SLOT_BYTES = 64 * 1024
 DEFAULT_SLOTS = 64
 DEFAULT_MAX_MESSAGE = 1 << 30
-DEFAULT_SPIN_US = 50
-DEFAULT_SLICE_US = 300
-POLICIES = ("auto", "efficient")  # how a reader waits: README, "Waiting options"
-DEFAULT_FREE_SPIN_US = 20000  # policy "auto": the longest spin for a message that is due
+# The waiting settings' defaults are rdmaq/settings.py's, named here for callers.
+DEFAULT_SPIN_US = settings.default("RDMAQ_SPIN_US")
+DEFAULT_SLICE_US = settings.default("RDMAQ_SLICE_US")
+POLICIES = _policy.POLICIES  # how a reader waits: rdmaq/policy.py
+DEFAULT_FREE_SPIN_US = settings.default("RDMAQ_FREE_SPIN_US")
 SCRATCH_BYTES = 256 * 1024  # per reader: messages up to this size take one C call
 _EINTR = -errno.EINTR
 _EAGAIN = -errno.EAGAIN
@@ -104,56 +106,26 @@ def _int_arg(name: str, value: object, lo: int, hi: int) -> int:
     return value
 
 
-def _env_int(name: str, default: int) -> int:
-    v = os.environ.get(name)
-    if v is None or v == "":
-        return default
-    try:
-        return int(v)
-    except ValueError:
-        raise ValueError(f"environment variable {name} must be an integer, got {v!r}") from None
-
-
-def _free_spin_ns(policy: str | None, n_readers: int) -> int:
-    """The free spin (ns) of a reader's waiting policy, from the argument or RDMAQ_POLICY.
-
-    "auto" spins for a due message only where the queue's readers and its writer fit
-    the CPUs this process may use: where they outnumber them, a spinning reader takes
-    the CPU its writer or another reader needs (measured: docs/benchmarks/hotpath-h200.md)."""
-    if policy is None:
-        policy = os.environ.get("RDMAQ_POLICY") or "auto"
-        where = "environment variable RDMAQ_POLICY"
-    else:
-        where = "policy"
-    if not isinstance(policy, str):
-        raise TypeError(f"policy must be a str, got {type(policy).__name__}")
-    if policy not in POLICIES:
-        raise ValueError(f"{where} must be one of {', '.join(POLICIES)}, got {policy!r}")
-    free_us = _int_arg("RDMAQ_FREE_SPIN_US", _env_int("RDMAQ_FREE_SPIN_US", DEFAULT_FREE_SPIN_US),
-                       0, _core.RDMAQ_MAX_SPIN_NS // 1000)
-    if policy == "efficient" or n_readers + 1 > len(os.sched_getaffinity(0)):
-        return 0
-    return free_us * 1000
-
-
 def _wait_config(ffi: Any, spin_us: int | None, slice_us: int | None, anticipate: bool | None,
                  restore_slice: bool | None, free_spin_ns: int = 0) -> Any:
-    """struct rdmaq_wait_config from arguments, falling back on RDMAQ_* variables, then defaults."""
-    spin_us = _int_arg("spin_us", _env_int("RDMAQ_SPIN_US", DEFAULT_SPIN_US) if spin_us is None
+    """struct rdmaq_wait_config from arguments, falling back on RDMAQ_* variables
+    (rdmaq/settings.py), then defaults; raises on a bad value before anything is made."""
+    spin_us = _int_arg("spin_us", settings.value("RDMAQ_SPIN_US") if spin_us is None
                        else spin_us, 0, _core.RDMAQ_MAX_SPIN_NS // 1000)
     slice_min, slice_max = _core.RDMAQ_MIN_SLICE_NS // 1000, _core.RDMAQ_MAX_SLICE_NS // 1000
-    slice_us = _int_arg("slice_us", _env_int("RDMAQ_SLICE_US", DEFAULT_SLICE_US) if slice_us is None
+    slice_us = _int_arg("slice_us", settings.value("RDMAQ_SLICE_US") if slice_us is None
                         else slice_us, 0, slice_max)
     if 0 < slice_us < slice_min:
         raise ValueError(f"slice_us must be 0 (off) or {slice_min}..{slice_max}, got {slice_us}")
     if anticipate is None:
-        anticipate = bool(_env_int("RDMAQ_ANTICIPATE", 1))
+        anticipate = settings.value("RDMAQ_ANTICIPATE")
     if restore_slice is None:
-        restore_slice = bool(_env_int("RDMAQ_RESTORE_SLICE", 0))
+        restore_slice = settings.value("RDMAQ_RESTORE_SLICE")
     if not isinstance(anticipate, bool):
         raise TypeError(f"anticipate must be a bool, got {type(anticipate).__name__}")
     if not isinstance(restore_slice, bool):
         raise TypeError(f"restore_slice must be a bool, got {type(restore_slice).__name__}")
+    experiment = settings.value("RDMAQ_EXPERIMENT")
     return ffi.new("struct rdmaq_wait_config *", {
         "spin_ns": spin_us * 1000,
         "slice_ns": slice_us * 1000,
@@ -161,6 +133,9 @@ def _wait_config(ffi: Any, spin_us: int | None, slice_us: int | None, anticipate
         "restore_slice": int(restore_slice),
         "eintr_on_main_thread": 1,  # so signal handlers run while a call blocks (see _Endpoint._call)
         "free_spin_ns": free_spin_ns,
+        "busy_spin_ns": experiment["busy_spin_us"] * 1000,
+        "free_spin_busy": int(experiment["free_spin_busy"]),
+        "settle_far_ns": settings.value("RDMAQ_SETTLE_FAR_US") * 1000,
     })
 
 
@@ -557,10 +532,13 @@ class Reader(_Endpoint):
             raise TypeError(f"not an rdmaq.Handle: {type(handle).__name__}")
         handle.check(index)
         t = load_transport(handle.transport)
-        free_spin_ns = _free_spin_ns(policy, handle.n_readers)
+        # Every setting parsed before attaching: bad input takes no index.  The policy
+        # decided, and why: the same words `rdmaq doctor` prints for this machine.
+        self.waiting_policy: _policy.Decision = _policy.for_reader(policy, handle.n_readers)
+        free_spin_ns = self.waiting_policy.free_spin_ns
         wc = _wait_config(t.ffi, spin_us, slice_us, anticipate, restore_slice, free_spin_ns)
         if warm is None:
-            warm = bool(_env_int("RDMAQ_WARM", 1))
+            warm = settings.value("RDMAQ_WARM")
         if warm is True:
             warm = _warm_up
         if warm is not False and not callable(warm):  # before attaching: bad input takes no index

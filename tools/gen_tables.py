@@ -344,6 +344,12 @@ def suite_times() -> str:
             f"venv {r['setup_seconds'] / 60:.1f}, {tiers}; [`{TIER_TIMES[5:]}`]({TIER_TIMES})).\n")
 
 
+def settings_table() -> str:
+    """docs/settings.md: every RDMAQ_* variable, from rdmaq/settings.py's table."""
+    from rdmaq import settings
+    return str(settings.table_markdown())
+
+
 TABLES = [
     ("README.md", "measured", readme_measured),
     ("README.md", "suite-times", suite_times),
@@ -355,6 +361,7 @@ TABLES = [
     ("docs/benchmarks.md", "dev2core-serve", dev2core_serve),
     ("docs/investigations/reorganisation.md", "layout3", layout3),
     ("docs/testing.md", "fresh-sample", fresh_sample),
+    ("docs/settings.md", "settings", settings_table),
 ]
 
 

@@ -15,7 +15,7 @@ OLD_NAMES = {"rdmaq": "rdmaq-shm", "shm": "vllm", "shm-spinloop": "vllm-spinloop
 
 
 def base_name(queue: str) -> str:
-    """'rdmaq-shm@RDMAQ_BUSY_SPIN_US=2000' -> 'rdmaq-shm'."""
+    """'rdmaq-shm@RDMAQ_EXPERIMENT=busy_spin_us=2000' -> 'rdmaq-shm'."""
     return queue.split("@", 1)[0]
 
 

@@ -148,7 +148,7 @@ case $step in
     payload_env
     rm -rf "$DEST/ab"
     bench --device cuda --model "$DEST/models/llama-3.2-1b" --out "$DEST/ab" \
-      --queues "${AB_QUEUES:-vllm,vllm-spinloop,rdmaq-shm,rdmaq-shm@RDMAQ_BUSY_SPIN_US=3000,rdmaq-shm@RDMAQ_SLICE_US=0}" \
+      --queues "${AB_QUEUES:-vllm,vllm-spinloop,rdmaq-shm,rdmaq-shm@RDMAQ_EXPERIMENT=busy_spin_us=3000,rdmaq-shm@RDMAQ_SLICE_US=0}" \
       --settings "${AB_SETTINGS:-hogs,hogs-sessions}" --num-prompts 64 --gpu-memory-utilization 0.15 \
       --keep-servers --deadline "$DEADLINE" --label "${LABEL:-H200}" "${@:2}"
     rc=$?; pack "$DEST/ab" "ab-part$(parts "$DEST/ab")"; exit $rc ;;

@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tensor-parallel size (cpu: 2; cuda: the GPUs torch sees)")
     p.add_argument("--queues", default=None, help=f"comma list from {', '.join(QUEUES)} "
                    "(cpu: vllm,rdmaq-shm; cuda: all but rdmaq-verbs); QUEUE@NAME=VALUE[@...] runs a "
-                   "queue's server with more environment, e.g. rdmaq-shm@RDMAQ_BUSY_SPIN_US=2000")
+                   "queue's server with more environment, e.g. rdmaq-shm@RDMAQ_EXPERIMENT=busy_spin_us=2000")
     p.add_argument("--settings", default=None,
                    help=f"comma list from {', '.join(serve_attack.SETTINGS)} (cpu: all; cuda: all "
                         "but tok-schedidle)")

@@ -25,7 +25,7 @@ class Step:
 
 
 def base_queue(queue: str) -> str:
-    """'rdmaq@RDMAQ_BUSY_SPIN_US=2000' -> 'rdmaq': a variant is its base queue's server with
+    """'rdmaq@RDMAQ_EXPERIMENT=busy_spin_us=2000' -> 'rdmaq': a variant is its base queue's server with
     more environment."""
     return queue.split("@", 1)[0]
 

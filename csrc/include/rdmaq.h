@@ -103,6 +103,14 @@ struct rdmaq_wait_config {
 	/* readers, policy "auto": spin up to this long, in place of napping, while the CPU
 	 * is not contended and the next message can come within it (0: policy "efficient") */
 	uint32_t free_spin_ns;
+	/* experiment: spin up to this long before blocking also on a contended CPU (at most
+	 * RDMAQ_MAX_SPIN_NS; 0: a wait on a contended CPU blocks at once) */
+	uint32_t busy_spin_ns;
+	/* experiment (0 or 1): the free spin also on a contended CPU, through preemptions */
+	uint32_t free_spin_busy;
+	/* settle the scheduler lag before blocking when the next message cannot come within
+	 * this long (at most RDMAQ_MAX_SETTLE_FAR_NS; 0: never) */
+	uint64_t settle_far_ns;
 };
 
 struct rdmaq_iovec {

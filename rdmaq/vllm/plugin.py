@@ -102,9 +102,22 @@ def supported_vllm() -> bool:
 
 def register() -> None:
     """vLLM general-plugin hook; idempotent and safe to call in any process."""
+    _check_settings()
     _register_queue()
     if os.environ.get(BENCH_STEPTIME_ENV):
         _register_step_timing()
+
+
+def _check_settings() -> None:
+    """A bad RDMAQ_* setting ends the process here, named in one line, before vLLM starts
+    the workers whose readers would fail on it behind a timeout (rdmaq/settings.py)."""
+    from .. import settings
+
+    try:
+        settings.check_environment()
+    except ValueError as e:
+        logger.error("rdmaq vLLM plugin: %s", e)
+        raise SystemExit(f"rdmaq vLLM plugin: {e}") from None
 
 
 def _register_step_timing() -> None:

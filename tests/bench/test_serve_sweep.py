@@ -113,7 +113,7 @@ def test_server_environment_per_queue():
     var = serve_launch.server_env("vllm-spinloop@RDMAQ_X=1@VLLM_Y=a=b", "cuda", None, Path("/s"))
     assert var["VLLM_USE_SPINLOOP_EXT"] == "1" and var["RDMAQ_X"] == "1" and var["VLLM_Y"] == "a=b"
     assert serve_launch.serve_command({"model": "m", "tp": 1, "device": "cpu", "max_model_len": 64},
-                               "rdmaq-shm@RDMAQ_BUSY_SPIN_US=2000")[4] == "rdmaq"  # --distributed-ipc
+                               "rdmaq-shm@RDMAQ_EXPERIMENT=busy_spin_us=2000")[4] == "rdmaq"  # --distributed-ipc
     # rdmaq's server over the transport its name says, whatever the plugin would choose
     assert cpu["RDMAQ_VLLM_TRANSPORT"] == "shm"
     assert serve_launch.server_env("rdmaq-verbs", "cpu", None, Path("/s"))["RDMAQ_VLLM_TRANSPORT"] == "verbs"
@@ -233,7 +233,7 @@ def test_rdmaq_over_the_best_of_vllms_queues_per_metric():
     assert "| hogs | vllm-spinloop |" in text and "TP=1 on NVIDIA H200" in text
     assert "2.0%" in text  # the per-step queue share of the GPU runs
     # every rdmaq variant gets its row, over the same best of vLLM's queues
-    var = "rdmaq-shm@RDMAQ_BUSY_SPIN_US=2000"
+    var = "rdmaq-shm@RDMAQ_EXPERIMENT=busy_spin_us=2000"
     text = serve_report.format_markdown(_result(runs + [_run(var, 5.0, 1000.0)],
                                                 ["vllm", "vllm-spinloop", "rdmaq-shm", var]))
     assert "| hogs | **rdmaq-shm ÷ best of vllm, vllm-spinloop** |" in text

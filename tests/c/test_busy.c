@@ -1,17 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * busy.c: a thread is busy when it waited for a CPU more than an eighth of
- * the time it was runnable, judged from its own schedstat.  Linked with this
- * file's rdmaq_thread_schedstat(), so the tests choose what the scheduler
- * did; the clock is passed in, so nothing is timed.
+ * the time it was runnable, judged from its own schedstat, and more tasks
+ * were runnable than CPUs it may use.  Linked with this file's
+ * rdmaq_thread_schedstat() and rdmaq_cpus_crowded(), per thread, so the
+ * tests choose what the scheduler did; the clock is passed in, so nothing
+ * is timed.
  */
+#include <pthread.h>
+
 #include "busy.h"
 #include "check.h"
 #include "schedstat.h"
 
-static uint64_t ran, delayed, slices; /* what the fake schedstat says */
-static int looks;
-static bool unreadable; /* the fake schedstat cannot be read */
+/* What the fakes say, per thread (the verdict is per thread). */
+static __thread uint64_t ran, delayed, slices;
+static __thread int looks, crowd_looks;
+static __thread bool unreadable; /* the fake schedstat cannot be read */
+static __thread int crowded = 1; /* what rdmaq_cpus_crowded() says */
 
 bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns, uint64_t *slices_run)
 {
@@ -24,41 +30,107 @@ bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns, uint64_t *sl
 	return true;
 }
 
+int rdmaq_cpus_crowded(void)
+{
+	crowd_looks++;
+	return crowded;
+}
+
+static int say_crowded(void)
+{
+	return 1;
+}
+
+static int say_alone(void)
+{
+	return 0;
+}
+
+static int say_unknown(void)
+{
+	return -1;
+}
+
 #define MS 1000000LL
+#define US 1000LL
 
 static void test_the_verdict_is_the_share_of_runnable_time_spent_waiting(void)
 {
-	CHECK(!rdmaq_busy_verdict(10 * MS, 0, 0));
-	CHECK(!rdmaq_busy_verdict(7 * MS, 1 * MS, 0)); /* exactly an eighth */
-	CHECK(rdmaq_busy_verdict(6 * MS, 1 * MS, 0));
-	CHECK(rdmaq_busy_verdict(1 * MS, 3 * MS, 1));
+	CHECK(!rdmaq_busy_verdict(10 * MS, 0, say_crowded));
+	CHECK(!rdmaq_busy_verdict(7 * MS, 1 * MS, say_crowded)); /* exactly an eighth */
+	CHECK(rdmaq_busy_verdict(6 * MS, 1 * MS, say_crowded));
+	CHECK(rdmaq_busy_verdict(1 * MS, 3 * MS, say_crowded));
 }
 
 /*
- * A sleeper woken on a halted vCPU waits for the host, up to RDMAQ_BUSY_WAKE_NS a
- * wake-up, on an idle machine: ten wake-ups of 250 µs in 1 ms of running are free;
- * ten of 1 ms (behind CPU hogs) are not.
+ * Run delay with nothing else runnable is a halted vCPU's wake-up, not
+ * contention, however long; with the running count unknown, the delay decides.
  */
-static void test_the_wait_of_each_wake_up_on_a_halted_vcpu_is_not_contention(void)
+static void test_run_delay_is_contention_only_when_others_are_runnable(void)
 {
-	CHECK(!rdmaq_busy_verdict(1 * MS, 10 * 250000ULL, 10));
-	CHECK(rdmaq_busy_verdict(1 * MS, 10 * MS, 10));
-	CHECK(rdmaq_busy_verdict(1 * MS, 10 * 250000ULL,
-				 1)); /* one wake-up, 2.5 ms: not a wake-up's */
+	CHECK(!rdmaq_busy_verdict(1 * MS, 3 * MS, say_alone));
+	CHECK(!rdmaq_busy_verdict(1 * MS, 100 * MS, say_alone));
+	CHECK(rdmaq_busy_verdict(1 * MS, 3 * MS, say_unknown));
+	CHECK(!rdmaq_busy_verdict(10 * MS, 0, say_unknown));
+}
+
+/*
+ * The idle 2-core VM: every wake-up waits 100-300 µs for the host to run its
+ * vCPU, 10 wake-ups a period, a share of delay well over an eighth; nothing else
+ * runnable.  Never busy, over many periods.  Then two hogs come: the same
+ * thread, waiting as long, is busy at the next verdict.
+ */
+static void test_a_vm_s_wake_ups_are_not_busy_until_hogs_come(void)
+{
+	int64_t now = 1000 * MS;
+	int i, busy = 0;
+
+	crowded = 0;
+	for (i = 0; i < 100; i++, now += RDMAQ_BUSY_PERIOD_NS) {
+		ran += 10 * 100 * US;		/* 10 messages of 100 µs */
+		delayed += 10 * (100 + i) * US; /* each woken 100-200 µs late */
+		slices += 10;
+		busy += rdmaq_cpu_busy(now);
+	}
+	CHECK(busy == 0);
+	CHECK(crowd_looks > 0); /* the delay alone would have said busy */
+	crowded = 1;
+	ran += 10 * 100 * US;
+	delayed += 10 * 150 * US;
+	CHECK(rdmaq_cpu_busy(now));
+	/* Held: the hogs leaving is seen after the hold. */
+	crowded = 0;
+	ran += 100 * MS;
+	CHECK(rdmaq_cpu_busy(now + RDMAQ_BUSY_HOLD_NS - 1));
+	CHECK(!rdmaq_cpu_busy(now + RDMAQ_BUSY_HOLD_NS));
+}
+
+/* Little run delay: the running count is not even read. */
+static void test_the_running_count_is_read_only_when_the_delay_says_busy(void)
+{
+	int64_t now = 10000 * MS;
+
+	crowded = 1;
+	crowd_looks = 0;
+	ran += 50 * MS;
+	delayed += 1 * MS;
+	CHECK(!rdmaq_cpu_busy(now));
+	CHECK(crowd_looks == 0);
 }
 
 static void test_busy_follows_the_growth_since_the_last_verdict(void)
 {
-	int64_t now = 1000 * MS;
+	int64_t now = 15000 * MS;
 
-	/* A life spent mostly waiting for a CPU. */
-	ran = 2 * MS, delayed = 6 * MS;
+	crowded = 1;
+	/* A period spent mostly waiting for a CPU. */
+	ran += 2 * MS, delayed += 6 * MS;
 	CHECK(rdmaq_cpu_busy(now));
 	/* Busy holds, without looking. */
 	looks = 0;
-	ran = 100 * MS;
+	ran += 100 * MS;
 	CHECK(rdmaq_cpu_busy(now + RDMAQ_BUSY_HOLD_NS - 1) && looks == 0);
-	/* Then it ran 98 ms without waiting: free, although its life says otherwise. */
+	/* Then it ran 100 ms without waiting: free. */
 	now += RDMAQ_BUSY_HOLD_NS;
 	CHECK(!rdmaq_cpu_busy(now) && looks == 1);
 	/* Free is looked at again after a period, not before. */
@@ -73,6 +145,7 @@ static void test_busy_follows_the_growth_since_the_last_verdict(void)
 	CHECK(rdmaq_cpu_busy(now));
 	ran += 100 * MS; /* free from here on */
 	CHECK(rdmaq_cpu_busy(now + RDMAQ_BUSY_HOLD_NS - 1));
+	CHECK(!rdmaq_cpu_busy(now + RDMAQ_BUSY_HOLD_NS));
 }
 
 static void test_a_spin_that_lost_its_cpu_holds_the_thread_busy(void)
@@ -100,6 +173,7 @@ static void test_the_verdict_after_a_hold_starts_at_the_preemption(void)
 {
 	int64_t now = 60000 * MS;
 
+	crowded = 1;
 	ran += 100 * MS;
 	CHECK(!rdmaq_cpu_busy(now));
 	ran += 100 * MS; /* free, and not judged before the spin is preempted */
@@ -123,13 +197,76 @@ static void test_an_unreadable_schedstat_is_free(void)
 	CHECK(rdmaq_cpu_busy(now + RDMAQ_BUSY_PERIOD_NS));
 }
 
+/*
+ * Unreadable schedstat after a lost spin: busy through the hold, then free at
+ * every look, not only at the one that found the file unreadable.
+ */
+static void test_an_unreadable_schedstat_frees_a_preempted_thread_after_its_hold(void)
+{
+	int64_t now = 90000 * MS, t;
+	int busy = 0;
+
+	unreadable = true;
+	rdmaq_cpu_busy_preempted(now);
+	CHECK(rdmaq_cpu_busy(now + RDMAQ_BUSY_HOLD_NS - 1));
+	for (t = now + RDMAQ_BUSY_HOLD_NS; t < now + RDMAQ_BUSY_HOLD_NS + 10 * RDMAQ_BUSY_PERIOD_NS;
+	     t += RDMAQ_BUSY_PERIOD_NS / 4)
+		busy += rdmaq_cpu_busy(t);
+	CHECK(busy == 0);
+	unreadable = false;
+}
+
+/* The verdict is each thread's own: one thread waiting behind hogs makes no other busy. */
+static void *free_thread(void *arg)
+{
+	int64_t now = 1000 * MS;
+	int *busy = arg;
+
+	crowded = 1; /* the same machine */
+	for (int i = 0; i < 50; i++, now += RDMAQ_BUSY_PERIOD_NS) {
+		ran += 5 * MS; /* running, never waiting */
+		*busy += rdmaq_cpu_busy(now);
+	}
+	return NULL;
+}
+
+static void *waiting_thread(void *arg)
+{
+	int64_t now = 1000 * MS;
+	int *busy = arg;
+
+	crowded = 1;
+	for (int i = 0; i < 50; i++, now += RDMAQ_BUSY_PERIOD_NS) {
+		ran += 1 * MS, delayed += 4 * MS;
+		*busy += rdmaq_cpu_busy(now);
+	}
+	return NULL;
+}
+
+static void test_each_thread_is_judged_by_its_own_schedstat(void)
+{
+	pthread_t a, b;
+	int busy_free = 0, busy_waiting = 0;
+
+	CHECK(pthread_create(&a, NULL, waiting_thread, &busy_waiting) == 0);
+	CHECK(pthread_create(&b, NULL, free_thread, &busy_free) == 0);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	CHECK(busy_waiting == 50);
+	CHECK(busy_free == 0);
+}
+
 int main(void)
 {
 	test_the_verdict_is_the_share_of_runnable_time_spent_waiting();
-	test_the_wait_of_each_wake_up_on_a_halted_vcpu_is_not_contention();
+	test_run_delay_is_contention_only_when_others_are_runnable();
+	test_a_vm_s_wake_ups_are_not_busy_until_hogs_come();
+	test_the_running_count_is_read_only_when_the_delay_says_busy();
 	test_busy_follows_the_growth_since_the_last_verdict();
 	test_a_spin_that_lost_its_cpu_holds_the_thread_busy();
 	test_the_verdict_after_a_hold_starts_at_the_preemption();
 	test_an_unreadable_schedstat_is_free();
+	test_an_unreadable_schedstat_frees_a_preempted_thread_after_its_hold();
+	test_each_thread_is_judged_by_its_own_schedstat();
 	return check_report("busy");
 }

@@ -336,7 +336,7 @@ static void test_far_means_even_the_shortest_interval_is_far(void)
 /*
  * MIN_SEEN intervals, the shortest 6 ms and the longest 12 ms (one each), the
  * rest 10 ms: a message is due from `ns` before the shortest interval after
- * the last one (as it was seen) to `ns` after the longest, both ends excluded;
+ * the last one (as it was seen) to `ns` after the median, both ends excluded;
  * it is far while even the shortest is `ns` away or more.
  */
 static int64_t six_to_twelve_ms(struct rdmaq_cadence *c)
@@ -353,15 +353,39 @@ static int64_t six_to_twelve_ms(struct rdmaq_cadence *c)
 	return c->last_stamp + c->offset; /* where the last one was seen */
 }
 
-static void test_due_spans_ns_beyond_the_shortest_and_the_longest_interval(void)
+static void test_due_spans_ns_beyond_the_shortest_and_the_median_interval(void)
 {
 	struct rdmaq_cadence c;
 	int64_t seen = six_to_twelve_ms(&c);
 
 	CHECK(!rdmaq_cadence_due(&c, seen + 5 * MS, MS));
 	CHECK(rdmaq_cadence_due(&c, seen + 5 * MS + 1, MS));
-	CHECK(rdmaq_cadence_due(&c, seen + 13 * MS - 1, MS));
-	CHECK(!rdmaq_cadence_due(&c, seen + 13 * MS, MS));
+	CHECK(rdmaq_cadence_due(&c, seen + 11 * MS - 1, MS));
+	CHECK(!rdmaq_cadence_due(&c, seen + 11 * MS, MS)); /* the median passed by `ns` */
+}
+
+/*
+ * A bursty writer: bursts of 5 messages 1 ms apart, 1.5 s between bursts, the
+ * pauses among the last 32 intervals.  Once a burst ended, the next message is
+ * due only until `ns` past the 1 ms of most intervals, not for the whole pause.
+ */
+static void test_a_pause_between_bursts_is_not_due(void)
+{
+	struct rdmaq_cadence c;
+	int64_t t = 0, seen;
+	int b;
+
+	rdmaq_cadence_init(&c);
+	for (b = 0; b < 8; b++) {
+		t = feed(&c, t, 4, MS, 2 * US);
+		t = feed(&c, t, 1, 1500 * MS, 2 * US);
+	}
+	t = feed(&c, t, 4, MS, 2 * US);
+	seen = c.last_stamp + c.offset;
+	CHECK(rdmaq_cadence_due(&c, seen + MS, 20 * MS)); /* within the burst's rhythm */
+	CHECK(!rdmaq_cadence_due(&c, seen + 21 * MS, 20 * MS));
+	CHECK(!rdmaq_cadence_due(&c, seen + 750 * MS, 20 * MS));
+	CHECK(!rdmaq_cadence_due(&c, seen + 1490 * MS, 20 * MS));
 }
 
 static void test_far_is_the_shortest_interval_ns_away_or_more(void)
@@ -392,7 +416,8 @@ int main(void)
 	test_the_budget_goes_where_most_intervals_fall();
 	test_the_budget_goes_to_the_most_steps_that_fit_between_the_guards();
 	test_far_means_even_the_shortest_interval_is_far();
-	test_due_spans_ns_beyond_the_shortest_and_the_longest_interval();
+	test_due_spans_ns_beyond_the_shortest_and_the_median_interval();
+	test_a_pause_between_bursts_is_not_due();
 	test_far_is_the_shortest_interval_ns_away_or_more();
 	return check_report("cadence");
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The readers of /proc files, on files they cannot use: schedstat.c's (the
- * thread's schedstat) and shm_proc.c's (a process's start time).  Linked with
+ * thread's schedstat, the running count of /proc/loadavg) and shm_proc.c's (a process's start time).  Linked with
  * --wrap=open: while `stand_in` is set, the /proc file opens as that file of
  * the test's instead, so each test chooses what the reader finds.
  */
@@ -92,6 +92,29 @@ static void test_a_schedstat_that_cannot_be_read_is_none(void)
 	stand_in = NULL;
 }
 
+/*
+ * The running count is /proc/loadavg's fourth field, against the CPUs this thread
+ * may use (at least one): one task (this thread) is never crowded, more than any
+ * machine's CPUs always are; a file that does not say is "unknown".
+ */
+static void test_crowded_is_more_running_tasks_than_cpus_this_thread_may_use(void)
+{
+	stand_in_holds("0.00 0.01 0.05 1/345 6789\n");
+	CHECK(rdmaq_cpus_crowded() == 0);
+	stand_in_holds("9.00 8.01 7.05 100000/100345 6789\n");
+	CHECK(rdmaq_cpus_crowded() == 1);
+	stand_in = "/nonexistent/rdmaq-loadavg";
+	CHECK(rdmaq_cpus_crowded() == -1);
+	stand_in_holds("");
+	CHECK(rdmaq_cpus_crowded() == -1);
+	stand_in_holds("0.00 0.01 0.05\n");
+	CHECK(rdmaq_cpus_crowded() == -1);
+	stand_in_holds("0.00 0.01 0.05 x/345 6789\n");
+	CHECK(rdmaq_cpus_crowded() == -1);
+	stand_in = NULL;
+	CHECK(rdmaq_cpus_crowded() >= 0); /* the real file is read */
+}
+
 int main(void)
 {
 	int fd = mkstemp(file);
@@ -103,6 +126,7 @@ int main(void)
 	test_a_start_time_is_field_22_after_the_name();
 	test_a_start_time_that_cannot_be_read_is_0();
 	test_a_schedstat_that_cannot_be_read_is_none();
+	test_crowded_is_more_running_tasks_than_cpus_this_thread_may_use();
 	unlink(file);
 	return check_report("proc_files");
 }

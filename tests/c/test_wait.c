@@ -295,7 +295,7 @@ static void test_a_get_that_did_not_wait_leaves_the_next_get_its_count(void)
 
 /*
  * On an oversubscribed CPU a wait blocks at once; with a busy-spin budget
- * (RDMAQ_BUSY_SPIN_US) it spins first, and a message that comes within the
+ * (the experiment busy_spin_us) it spins first, and a message that comes within the
  * budget is taken without blocking.  The budget is fixed: blocked waits do
  * not shrink it, and it applies with no adaptive spin at all.
  */
@@ -350,59 +350,46 @@ static void test_a_busy_spin_budget_leaves_an_idle_cpu_alone(void)
 	CHECK(stats.spins == 0 && stats.sleeps == 1 && msg.looks == 3);
 }
 
-static void test_the_busy_spin_budget_comes_from_the_environment(void)
-{
-	struct rdmaq_waiter wt;
-
-	waiter_init(&wt);
-	CHECK(wt.busy_spin_ns == 0);
-	setenv("RDMAQ_BUSY_SPIN_US", "250", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 250000);
-	setenv("RDMAQ_BUSY_SPIN_US", "1000001", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == -EINVAL && wt.busy_spin_ns == 250000);
-	CHECK(strstr(rdmaq_errmsg(), "RDMAQ_BUSY_SPIN_US") != NULL);
-	unsetenv("RDMAQ_BUSY_SPIN_US");
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 0);
-}
-
 /*
- * Each environment variable's limit is a value it takes (1e9 µs of settle
- * distance, 1 s of busy spin, 1 for the free spin's switch) and one more is
- * refused; microseconds become nanoseconds; unset or empty, the defaults.
+ * The experiments and the settle distance come from the configuration, whose
+ * limits are values it takes (1 s of busy spin, 1 for the free spin's switch,
+ * RDMAQ_MAX_SETTLE_FAR_NS) while one more is refused, naming what, and leaves
+ * the waiter as it was.  The core reads no environment variable.
  */
-static void test_the_environment_s_limits_are_inclusive(void)
+static void test_the_configuration_s_limits_are_inclusive(void)
 {
+	struct rdmaq_wait_config wc = { .spin_ns = SPIN_MAX_NS };
 	struct rdmaq_waiter wt;
 
 	waiter_init(&wt);
-	setenv("RDMAQ_SETTLE_FAR_US", "", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.settle_far_ns == 3000000LL);
-	setenv("RDMAQ_SETTLE_FAR_US", "7", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.settle_far_ns == 7000LL);
-	setenv("RDMAQ_SETTLE_FAR_US", "1000000000", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.settle_far_ns == 1000000000000LL);
-	setenv("RDMAQ_SETTLE_FAR_US", "1000000001", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == -EINVAL && wt.settle_far_ns == 1000000000000LL);
-	CHECK(strstr(rdmaq_errmsg(), "RDMAQ_SETTLE_FAR_US") != NULL);
-	unsetenv("RDMAQ_SETTLE_FAR_US");
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.settle_far_ns == 3000000LL);
-
-	setenv("RDMAQ_BUSY_SPIN_US", "1000000", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 1000000000U);
-	setenv("RDMAQ_BUSY_SPIN_US", "1000001", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == -EINVAL && wt.busy_spin_ns == 1000000000U);
-	CHECK(strcmp(rdmaq_errmsg(), "RDMAQ_BUSY_SPIN_US must be at most 1000000, got 1000001") ==
-	      0);
-	setenv("RDMAQ_BUSY_SPIN_US", "1", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.busy_spin_ns == 1000U);
+	CHECK(wt.busy_spin_ns == 0 && !wt.free_spin_busy && wt.settle_far_ns == RDMAQ_SETTLE_FAR_NS);
+	setenv("RDMAQ_BUSY_SPIN_US", "250", 1); /* read by nobody */
+	wc.busy_spin_ns = RDMAQ_MAX_SPIN_NS;
+	wc.free_spin_busy = 1;
+	wc.settle_far_ns = RDMAQ_MAX_SETTLE_FAR_NS;
+	CHECK(rdmaq_waiter_configure(&wt, &wc) == 0);
+	CHECK(wt.busy_spin_ns == RDMAQ_MAX_SPIN_NS && wt.free_spin_busy &&
+	      wt.settle_far_ns == RDMAQ_MAX_SETTLE_FAR_NS);
 	unsetenv("RDMAQ_BUSY_SPIN_US");
 
-	setenv("RDMAQ_FREE_SPIN_BUSY", "0", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && !wt.free_spin_busy);
-	setenv("RDMAQ_FREE_SPIN_BUSY", "1", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.free_spin_busy);
-	unsetenv("RDMAQ_FREE_SPIN_BUSY");
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && !wt.free_spin_busy && wt.busy_spin_ns == 0);
+	wc = (struct rdmaq_wait_config){ .spin_ns = 7, .busy_spin_ns = RDMAQ_MAX_SPIN_NS + 1U };
+	CHECK(rdmaq_waiter_configure(&wt, &wc) == -EINVAL);
+	CHECK(strcmp(rdmaq_errmsg(), "busy spin must be at most 1000000000 ns, got 1000000001") ==
+	      0);
+	wc = (struct rdmaq_wait_config){ .spin_ns = 7, .free_spin_busy = 2 };
+	CHECK(rdmaq_waiter_configure(&wt, &wc) == -EINVAL);
+	CHECK(strstr(rdmaq_errmsg(), "free_spin_busy") != NULL);
+	wc = (struct rdmaq_wait_config){ .spin_ns = 7,
+					 .settle_far_ns = RDMAQ_MAX_SETTLE_FAR_NS + 1ULL };
+	CHECK(rdmaq_waiter_configure(&wt, &wc) == -EINVAL);
+	CHECK(strstr(rdmaq_errmsg(), "settle distance") != NULL);
+	/* refused: nothing changed */
+	CHECK(wt.spin_max_ns == SPIN_MAX_NS && wt.busy_spin_ns == RDMAQ_MAX_SPIN_NS &&
+	      wt.free_spin_busy && wt.settle_far_ns == RDMAQ_MAX_SETTLE_FAR_NS);
+
+	wc = (struct rdmaq_wait_config){ .spin_ns = 7, .busy_spin_ns = 1000, .settle_far_ns = 7000 };
+	CHECK(rdmaq_waiter_configure(&wt, &wc) == 0);
+	CHECK(wt.busy_spin_ns == 1000 && !wt.free_spin_busy && wt.settle_far_ns == 7000);
 }
 
 /* A cadence whose last message was stamped now and whose intervals are all `iv`. */
@@ -508,7 +495,7 @@ static void test_a_free_cpu_spins_for_a_message_that_is_due(void)
 		CHECK(stats.spins == 1 && stats.sleeps == 0 && wt.how == RDMAQ_HOW_SPIN);
 }
 
-/* On a busy CPU it blocks, unless RDMAQ_FREE_SPIN_BUSY=1 (under evaluation) says spin. */
+/* On a busy CPU it blocks, unless the experiment free_spin_busy says spin. */
 static void test_a_busy_cpu_blocks_unless_told_to_spin(void)
 {
 	struct rdmaq_cadence cad;
@@ -519,17 +506,11 @@ static void test_a_busy_cpu_blocks_unless_told_to_spin(void)
 	cpu_busy = true;
 	one_paced_wait(&wt, &cad, 100000);
 	CHECK(stats.spins == 0 && stats.sleeps == 1 && stats.busy == 1);
-	setenv("RDMAQ_FREE_SPIN_BUSY", "1", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && wt.free_spin_busy);
+	wt.free_spin_busy = true;
 	cadence_until(&cad, 1000000LL, rdmaq_now_ns()); /* due again, however long the block took */
 	one_paced_wait(&wt, &cad, 100000);
 	if (!stats.preempted) /* a spin that lost its CPU gives up on purpose */
 		CHECK(stats.spins == 1 && stats.sleeps == 1);
-	setenv("RDMAQ_FREE_SPIN_BUSY", "2", 1);
-	CHECK(rdmaq_waiter_from_env(&wt) == -EINVAL);
-	CHECK(strstr(rdmaq_errmsg(), "RDMAQ_FREE_SPIN_BUSY") != NULL);
-	unsetenv("RDMAQ_FREE_SPIN_BUSY");
-	CHECK(rdmaq_waiter_from_env(&wt) == 0 && !wt.free_spin_busy);
 	cpu_busy = false;
 }
 
@@ -568,8 +549,7 @@ int main(void)
 	test_a_get_that_did_not_wait_leaves_the_next_get_its_count();
 	test_a_busy_cpu_spins_only_with_a_busy_spin_budget();
 	test_a_busy_spin_budget_leaves_an_idle_cpu_alone();
-	test_the_busy_spin_budget_comes_from_the_environment();
-	test_the_environment_s_limits_are_inclusive();
+	test_the_configuration_s_limits_are_inclusive();
 	test_settles_before_blocking_only_when_the_next_message_is_far();
 	test_settling_is_on_by_default_from_3_ms();
 	test_a_free_cpu_spins_for_a_message_that_is_due();

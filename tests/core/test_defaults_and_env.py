@@ -70,11 +70,14 @@ def test_rdmaq_slice_us(monkeypatch, value, slice_ns):
 
 
 @pytest.mark.parametrize("var, value, match", [
-    ("RDMAQ_SLICE_US", "99", "slice_us must be 0 .off. or 100..100000, got 99"),
-    ("RDMAQ_SLICE_US", "100001", "slice_us must be in 0..100000, got 100001"),
-    ("RDMAQ_SPIN_US", "1000001", "spin_us must be in 0..1000000, got 1000001"),
-    ("RDMAQ_SPIN_US", "fast", "environment variable RDMAQ_SPIN_US must be an integer, got 'fast'"),
-    ("RDMAQ_ANTICIPATE", "yes", "environment variable RDMAQ_ANTICIPATE must be an integer, got 'yes'"),
+    ("RDMAQ_SLICE_US", "99", r"environment variable RDMAQ_SLICE_US must be 0 \(off\) or an integer in "
+                             r"100..100000, got '99'"),
+    ("RDMAQ_SLICE_US", "100001", "RDMAQ_SLICE_US must be 0 .off. or an integer in 100..100000, got '100001'"),
+    ("RDMAQ_SPIN_US", "1000001", "environment variable RDMAQ_SPIN_US must be an integer in 0..1000000, "
+                                 "got '1000001'"),
+    ("RDMAQ_SPIN_US", "fast", "environment variable RDMAQ_SPIN_US must be an integer in 0..1000000, got 'fast'"),
+    ("RDMAQ_ANTICIPATE", "yes", "environment variable RDMAQ_ANTICIPATE must be 0 or 1, got 'yes'"),
+    ("RDMAQ_ANTICIPATE", "2", "environment variable RDMAQ_ANTICIPATE must be 0 or 1, got '2'"),
 ])
 def test_a_bad_variable_is_refused_naming_it(monkeypatch, var, value, match):
     with rdmaq.Writer(1, transport="shm") as w:
@@ -122,7 +125,7 @@ def test_warm_is_a_bool_or_a_callable_and_a_bad_one_takes_no_index(monkeypatch):
         with pytest.raises(TypeError, match="warm must be a bool or a callable, got str"):
             rdmaq.Reader(w.handle, 0, warm="yes")
         monkeypatch.setenv("RDMAQ_WARM", "x")
-        with pytest.raises(ValueError, match="RDMAQ_WARM must be an integer, got 'x'"):
+        with pytest.raises(ValueError, match="RDMAQ_WARM must be 0 or 1, got 'x'"):
             rdmaq.Reader(w.handle, 0)
         monkeypatch.delenv("RDMAQ_WARM")
         r = rdmaq.Reader(w.handle, 0, warm=lambda: None)  # index 0 is still free

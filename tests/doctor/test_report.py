@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from rdmaq import doctor
+from rdmaq import doctor, policy
 
 IPV4_GID = "0000:0000:0000:0000:0000:ffff:c000:0201"
 
@@ -168,8 +168,8 @@ def test_the_report_of_a_machine_without_rdma():
     assert "  short slice for blocked readers: no (?)" in text
     assert "  tick: HZ=unknown; cpuidle driver: haltpoll (guest_halt_poll_ns 0); in a VM" in text
     # 3 runnable on 2 CPUs: this process and two others fill them
-    assert ("  runnable tasks now: 3 on 2 CPUs  (the machine's count; a reader judges its own CPU by "
-            "its run delay)") in text
+    assert ("  runnable tasks now: 3 on 2 CPUs  (the machine's count; a reader judges its CPU busy by "
+            "its own run delay while more tasks are runnable than CPUs)") in text
     assert text[-3:] == ["  shm: NOT usable: ?", "  verbs: NOT usable: no ACTIVE RDMA port",
                          "vLLM leftovers (vllm_dist_* in /dev/shm, /tmp): none"]
 
@@ -435,14 +435,26 @@ def test_a_pyverbs_that_fails_falls_back_to_sysfs_and_says_why(pyverbs_imports, 
     assert rep["notes"] == ["pyverbs failed ([Errno 95] Operation not supported); read sysfs instead"]
 
 
-def test_the_report_carries_the_waiting_policy_this_machine_suits(pyverbs_imports, monkeypatch):
-    """collect() puts waiting_policy()'s answer for this machine in the report, with its
-    reason and the CPU quota it saw (a quota: "efficient" on any machine)."""
+def test_the_report_carries_the_waiting_policy_of_the_library(pyverbs_imports, monkeypatch):
+    """collect() puts rdmaq.policy's decision for this machine in the report, per queue size,
+    with its reason and the CPU quota it saw (a quota: no free spin on any machine)."""
     monkeypatch.setattr(doctor, "devices_from_pyverbs", lambda dev: [])
-    monkeypatch.setattr(doctor, "cpu_quota", lambda: 1.5)
+    monkeypatch.setattr(policy, "cpu_quota", lambda: 1.5)
+    monkeypatch.delenv("RDMAQ_POLICY", raising=False)
     rep = doctor.collect()
-    _, why = doctor.waiting_policy(rep["scheduler"]["cpus"], 1.5, True)
-    assert rep["waiting_policy"] == {"suits": "efficient", "why": why, "cpu_quota": 1.5}
+    wp = rep["waiting_policy"]
+    assert wp["cpu_quota"] == 1.5
+    for n in doctor.POLICY_READERS:
+        d = policy.for_reader(None, n)
+        assert wp["by_readers"][str(n)] == {"policy": "auto", "free_spin_us": 0, "reason": d.reason}
+        assert "under a CPU quota of 1.5 CPUs" in d.reason
+
+
+def test_a_bad_policy_setting_is_advice_not_a_crash(pyverbs_imports, monkeypatch):
+    monkeypatch.setattr(doctor, "devices_from_pyverbs", lambda dev: [])
+    monkeypatch.setenv("RDMAQ_POLICY", "fast")
+    rep = doctor.collect()
+    assert any("RDMAQ_POLICY must be one of auto, efficient, got 'fast'" in a for a in rep["advice"])
 
 
 def test_the_json_report_is_indented_by_two_spaces(monkeypatch, capsys):
@@ -451,25 +463,14 @@ def test_the_json_report_is_indented_by_two_spaces(monkeypatch, capsys):
     assert capsys.readouterr().out == '{\n  "transports": {\n    "shm": {\n      "usable": true\n    }\n  }\n}\n'
 
 
-@pytest.mark.parametrize("cpus, quota, schedstat, suits, why", [
-    (16, None, True, "auto", "16 CPUs, no quota"),
-    (16, 4.0, True, "efficient", "a CPU quota of 4 CPUs"),
-    (16, None, False, "efficient", "no /proc/thread-self/schedstat"),
-    (2, None, True, "efficient", "2 CPUs"),
-    (3, None, True, "efficient", "3 CPUs"),  # the boundary: from 4 CPUs, auto
-    (4, None, True, "auto", "4 CPUs, no quota"),
-])
-def test_the_waiting_policy_the_machine_suits(cpus, quota, schedstat, suits, why):
-    got, reason = doctor.waiting_policy(cpus, quota, schedstat)
-    assert got == suits and reason.startswith(why)
-
-
-def test_the_report_names_the_policy_and_advises_another_than_the_default():
+def test_the_report_prints_each_decision_s_reason():
     rep = report(advice=[])
-    rep["waiting_policy"] = {"suits": "efficient", "why": "2 CPUs: ...", "cpu_quota": None}
-    assert "  waiting policy this machine suits: efficient (2 CPUs: ...)" in doctor.render(rep).splitlines()
-    assert any("RDMAQ_POLICY=efficient" in a for a in doctor.advice(rep))
-    rep["waiting_policy"]["suits"] = "auto"
+    rep["waiting_policy"] = {"cpus": 2, "cpu_quota": None, "schedstat": True, "by_readers": {
+        "1": {"policy": "auto", "free_spin_us": 20000, "reason": "policy auto, 1 ..."},
+        "8": {"policy": "auto", "free_spin_us": 0, "reason": "policy auto, 8 ..."}}}
+    lines = doctor.render(rep).splitlines()
+    assert "  waiting, 1 reader: policy auto, 1 ..." in lines
+    assert "  waiting, 8 readers: policy auto, 8 ..." in lines
     assert not any("RDMAQ_POLICY" in a for a in doctor.advice(rep))
 
 
@@ -485,6 +486,6 @@ def test_a_cgroup_quota_is_read_from_cpu_max(monkeypatch):
         return real_open(path, *a, **k)
 
     monkeypatch.setattr("builtins.open", fake_open)
-    assert doctor.cpu_quota() == 2.5
+    assert policy.cpu_quota() == 2.5
     files["/sys/fs/cgroup/serve/x/cpu.max"] = "max 100000\n"
-    assert doctor.cpu_quota() is None
+    assert policy.cpu_quota() is None

@@ -7,7 +7,7 @@ import io
 import os
 import threading
 
-from rdmaq import doctor
+from rdmaq import doctor, policy
 
 REAL_ACCESS, REAL_ISDIR, REAL_OPEN = os.access, os.path.isdir, builtins.open
 
@@ -107,7 +107,7 @@ def _quota(monkeypatch, cpu_max):
     monkeypatch.setattr(builtins, "open", fake_open)
     monkeypatch.setattr(doctor.sysfs, "read",
                         lambda p: cpu_max if p == "/sys/fs/cgroup/box/cpu.max" else None)
-    return doctor.cpu_quota()
+    return policy.cpu_quota()
 
 
 def test_a_cpu_max_without_exactly_two_fields_is_no_quota(monkeypatch):

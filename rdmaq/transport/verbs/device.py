@@ -13,7 +13,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from ... import errors, sysfs
+from ... import errors, settings, sysfs
 from ..._rdmaq_verbs import ffi, lib
 from .wire import Exposed, Port, QpInfo
 
@@ -68,11 +68,11 @@ def open_context(device: str | None = None, port: int | None = None,
     """The device context of this process (opened on first use); arguments left
     None come from RDMAQ_DEVICE, RDMAQ_PORT and RDMAQ_GID_INDEX."""
     if device is None:
-        device = os.environ.get("RDMAQ_DEVICE") or None
+        device = settings.value("RDMAQ_DEVICE")
     if port is None:
-        port = env_int("RDMAQ_PORT", 0)
+        port = settings.value("RDMAQ_PORT")
     if gid_index is None:
-        gid_index = env_int("RDMAQ_GID_INDEX", -1)
+        gid_index = settings.value("RDMAQ_GID_INDEX")
     out = ffi.new("struct rdmaq_verbs_ctx **")
     check(lib.rdmaq_verbs_ctx_open(out, device.encode() if device else ffi.NULL, port, gid_index),
           "open RDMA device")

@@ -1,60 +1,99 @@
-"""The reader's waiting policy (docs/api.md, "Waiting options"): ``auto`` spins for a due
-message where the queue's readers and writer fit the process's CPUs, ``efficient``
-never past its window; bad values are named."""
+"""The reader's waiting policy (rdmaq/policy.py): ``auto`` spins for a due message where the
+queue's readers and writer fit the process's CPUs, no CPU quota applies and schedstat can be
+read, ``efficient`` never past its window; the library and `rdmaq doctor` give the same
+decision and reason, word for word; bad values are named."""
 import pytest
 
 import rdmaq
-from rdmaq import queue
+from rdmaq import doctor, policy
 
-FREE_SPIN_NS = 20_000_000  # docs/api.md: up to RDMAQ_FREE_SPIN_US, default 20000
-
-
-@pytest.fixture
-def cpus(monkeypatch):
-    def set_cpus(n):
-        monkeypatch.setattr(queue.os, "sched_getaffinity", lambda pid: set(range(n)))
-    return set_cpus
+FREE_SPIN_NS = 20_000_000  # docs/settings.md: RDMAQ_FREE_SPIN_US, default 20000
+MANY = policy.Machine(cpus=64, quota=None, schedstat=True)
+FEW = policy.Machine(cpus=2, quota=None, schedstat=True)
 
 
-def test_auto_spins_where_the_queue_fits_the_cpus(cpus, monkeypatch):
-    monkeypatch.delenv("RDMAQ_FREE_SPIN_US", raising=False)
-    cpus(16)
-    assert queue._free_spin_ns("auto", 8) == FREE_SPIN_NS
-    assert queue._free_spin_ns("auto", 15) == FREE_SPIN_NS
-    assert queue._free_spin_ns("auto", 16) == 0  # 16 readers and a writer on 16 CPUs
-    cpus(2)
-    assert queue._free_spin_ns("auto", 1) == FREE_SPIN_NS
-    assert queue._free_spin_ns("auto", 8) == 0
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for var in ("RDMAQ_POLICY", "RDMAQ_FREE_SPIN_US"):
+        monkeypatch.delenv(var, raising=False)
 
 
-def test_efficient_never_free_spins(cpus):
-    cpus(64)
-    assert queue._free_spin_ns("efficient", 1) == 0
+def test_auto_spins_where_the_queue_fits_the_cpus():
+    def spin(n, cpus):
+        return policy.decide("auto", n, 20000, policy.Machine(cpus, None, True)).free_spin_ns
+    assert spin(8, 16) == spin(15, 16) == FREE_SPIN_NS
+    assert spin(16, 16) == 0  # 16 readers and a writer on 16 CPUs
+    assert spin(1, 2) == FREE_SPIN_NS
+    assert spin(2, 2) == spin(8, 2) == 0
 
 
-def test_the_policy_and_the_free_spin_come_from_the_environment(cpus, monkeypatch):
-    cpus(16)
+@pytest.mark.parametrize("machine, words", [
+    (policy.Machine(64, 4.0, True), "under a CPU quota of 4 CPUs"),
+    (policy.Machine(64, None, False), "without /proc/thread-self/schedstat"),
+])
+def test_auto_waits_as_efficient_under_a_quota_or_without_schedstat(machine, words):
+    d = policy.decide("auto", 1, 20000, machine)
+    assert d.free_spin_ns == 0 and d.policy == "auto"
+    assert words in d.reason and d.reason.endswith("waits as policy efficient does")
+
+
+def test_efficient_never_free_spins():
+    d = policy.decide("efficient", 1, 20000, MANY)
+    assert d.free_spin_ns == 0 and d.reason.startswith("policy efficient:")
+
+
+def test_the_policy_and_the_free_spin_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("RDMAQ_POLICY", "efficient")
-    assert queue._free_spin_ns(None, 1) == 0
+    assert policy.for_reader(None, 1, machine=MANY).free_spin_ns == 0
     monkeypatch.setenv("RDMAQ_POLICY", "auto")
     monkeypatch.setenv("RDMAQ_FREE_SPIN_US", "5000")
-    assert queue._free_spin_ns(None, 1) == 5_000_000
-    assert queue._free_spin_ns("auto", 1) == 5_000_000  # the argument names the policy only
+    assert policy.for_reader(None, 1, machine=MANY).free_spin_ns == 5_000_000
+    # the argument names the policy only
+    assert policy.for_reader("auto", 1, machine=MANY).free_spin_ns == 5_000_000
+    monkeypatch.setenv("RDMAQ_FREE_SPIN_US", "0")
+    assert "RDMAQ_FREE_SPIN_US=0" in policy.for_reader(None, 1, machine=MANY).reason
 
 
-@pytest.mark.parametrize("policy, env, error, words", [
+@pytest.mark.parametrize("machine", [MANY, FEW], ids=["64 CPUs", "2 CPUs"])
+@pytest.mark.parametrize("asked", [None, "efficient"])
+def test_the_library_and_doctor_give_the_same_decision_and_reason(monkeypatch, machine, asked):
+    """On a made-up machine of many CPUs and one of few: each Reader's waiting_policy is
+    what `rdmaq doctor` reports and prints for a queue of as many readers."""
+    monkeypatch.setattr(policy, "this_machine", lambda: machine)
+    if asked:
+        monkeypatch.setenv("RDMAQ_POLICY", asked)
+    rep = doctor.collect()
+    wp, printed = rep["waiting_policy"], doctor.render(rep).splitlines()
+    assert wp["cpus"] == machine.cpus
+    for n in doctor.POLICY_READERS:
+        with rdmaq.Writer(n, transport="shm") as w:
+            r = rdmaq.Reader(w.handle, 0)
+            try:
+                got = r.waiting_policy
+            finally:
+                r.close()
+        reported = wp["by_readers"][str(n)]
+        assert (got.policy, got.free_spin_ns // 1000, got.reason) == (
+            reported["policy"], reported["free_spin_us"], reported["reason"])
+        assert any(line.endswith(f": {got.reason}") for line in printed)
+    spins = {n: wp["by_readers"][str(n)]["free_spin_us"] > 0 for n in doctor.POLICY_READERS}
+    if asked == "efficient":
+        assert spins == {1: False, 8: False}
+    else:
+        assert spins == ({1: True, 8: True} if machine is MANY else {1: True, 8: False})
+
+
+@pytest.mark.parametrize("arg, env, error, words", [
     ("fast", None, ValueError, "policy must be one of auto, efficient, got 'fast'"),
     (1, None, TypeError, "policy must be a str, got int"),
     (None, "lazy", ValueError, "environment variable RDMAQ_POLICY must be one of auto, efficient"),
 ])
-def test_a_bad_policy_is_named(monkeypatch, policy, env, error, words):
-    if env is None:
-        monkeypatch.delenv("RDMAQ_POLICY", raising=False)
-    else:
+def test_a_bad_policy_is_named(monkeypatch, arg, env, error, words):
+    if env is not None:
         monkeypatch.setenv("RDMAQ_POLICY", env)
     with rdmaq.Writer(1, transport="shm") as w:
         with pytest.raises(error, match=words):
-            rdmaq.Reader(w.handle, 0, policy=policy)
+            rdmaq.Reader(w.handle, 0, policy=arg)
         # nothing was attached: the index is still free
         rdmaq.Reader(w.handle, 0, policy="efficient").close()
 
@@ -62,5 +101,5 @@ def test_a_bad_policy_is_named(monkeypatch, policy, env, error, words):
 def test_a_bad_free_spin_is_named(monkeypatch):
     monkeypatch.setenv("RDMAQ_FREE_SPIN_US", "2000000")
     with rdmaq.Writer(1, transport="shm") as w:
-        with pytest.raises(ValueError, match="RDMAQ_FREE_SPIN_US must be in 0..1000000"):
+        with pytest.raises(ValueError, match="RDMAQ_FREE_SPIN_US must be an integer in 0..1000000"):
             rdmaq.Reader(w.handle, 0)

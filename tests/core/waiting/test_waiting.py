@@ -131,8 +131,10 @@ def test_settle_before_blocking_when_the_next_message_is_far(monkeypatch):
 
 @pytest.mark.parametrize("var,value", [("RDMAQ_SETTLE_FAR_US", "soon"), ("RDMAQ_SETTLE_FAR_US", "-1"),
                                        ("RDMAQ_SETTLE_FAR_US", "3000us"),
-                                       ("RDMAQ_BUSY_SPIN_US", "fast"),
-                                       ("RDMAQ_BUSY_SPIN_US", "1000001")])
+                                       ("RDMAQ_EXPERIMENT", "busy_spin_us=fast"),
+                                       ("RDMAQ_EXPERIMENT", "busy_spin_us=1000001"),
+                                       ("RDMAQ_EXPERIMENT", "free_spin_busy=2"),
+                                       ("RDMAQ_EXPERIMENT", "fast=1")])
 def test_a_malformed_waiting_variable_is_an_error_naming_it(monkeypatch, var, value):
     monkeypatch.setenv(var, value)
     with pytest.raises(ValueError, match=var):
