@@ -584,40 +584,32 @@ class Reader(_Endpoint):
 
     def get(self, timeout: float | None = None) -> bytearray:
         """Next message as a bytearray the caller owns."""
-        msg: bytearray = self._recv(None, timeout, "get", consumes=False)
+        msg: bytearray = self._recv(None, timeout, "get")
         return msg
 
     def recv(self, timeout: float | None = None) -> Any:
         """Next message, unpickled (see Writer.send)."""
-        return self._recv(_unpickle, timeout, "recv", consumes=True)
+        return self._recv(_unpickle, timeout, "recv")
 
     def _recv(self, load: Callable[[bytearray | memoryview], Any] | None, timeout: float | None,
-              what: str, consumes: bool) -> Any:
+              what: str, consumes: bool = False) -> Any:
         """The next message through ``load`` (None: as a bytearray of its own).  A call
-        that raises took nothing: the message it had taken is kept for the next call; but
-        when ``consumes``, an ``Exception`` of ``load`` (the message's own objects failing
-        to unpickle: they would fail again) consumes it."""
+        that raises took nothing, whatever raised (``load`` included): the message it had
+        taken is kept for the next call, so one whose objects fail to unpickle raises
+        again until a ``get`` takes it as bytes.  (``consumes`` is accepted and ignored:
+        the rule has no exception.)"""
         deadline = _deadline(timeout)
         self._enter(deadline, what)
-        loading = False
         try:
             self._wait_ready_locked(deadline)
             msg = self._get_locked(deadline)
-            loading = True
             obj: Any
             if load is not None:
                 obj = load(msg)
             else:
                 obj = msg if isinstance(msg, bytearray) else bytearray(msg)
-        except Exception:
+        except BaseException:  # the message stays in _kept
             self._unsure = True  # first: no call comes before it
-            if loading and consumes:
-                self._kept = None
-            self._in_call = False
-            self._call_lock.release()
-            raise
-        except BaseException:  # a signal handler's (KeyboardInterrupt...): the message stays
-            self._unsure = True
             self._in_call = False
             self._call_lock.release()
             raise
