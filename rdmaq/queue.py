@@ -32,6 +32,9 @@ DEFAULT_SLICE_US = 300
 POLICIES = ("auto", "efficient")  # how a reader waits: README, "Waiting options"
 DEFAULT_FREE_SPIN_US = 20000  # policy "auto": the longest spin for a message that is due
 SCRATCH_BYTES = 256 * 1024  # per reader: messages up to this size take one C call
+# The most a put copies without letting go of the GIL (_hold_gil): a longer copy costs more
+# than the hand-off it saves, and would stop the process's other threads while it lasts.
+HOLD_GIL_BYTES = SCRATCH_BYTES
 _EINTR = -errno.EINTR
 _EAGAIN = -errno.EAGAIN
 
@@ -467,8 +470,10 @@ class Writer(_Endpoint):
         self._enter(deadline, "put")
         try:
             self._wait_ready_locked(deadline)
-            # Room for it now: put it without letting go of the GIL (_hold_gil).
-            rc = self._try_put(self._addr, _hold_gil.address(ffi, iov), len(parts))
+            # Room for a short one now: put it without letting go of the GIL (_hold_gil).
+            rc = _EAGAIN
+            if total <= HOLD_GIL_BYTES:
+                rc = self._try_put(self._addr, _hold_gil.address(ffi, iov), len(parts))
             if rc == _EAGAIN:
                 rc = lib.rdmaq_writer_put(self._ptr, iov, len(parts), _remaining_ns(deadline))
             # Interrupted (see _call): continue the same message.  If a signal
