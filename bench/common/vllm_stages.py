@@ -27,7 +27,7 @@ def traced(message_queue: type) -> type:
     called on: the caller sets the reader's ``__class__`` to this one.)"""
     mono = time.monotonic_ns
 
-    class TracedMessageQueue(message_queue):  # type: ignore[misc, valid-type]
+    class TracedMessageQueue(message_queue):  # type: ignore[misc]
         trace = (0, 0, 0, 0)
 
         @contextmanager

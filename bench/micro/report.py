@@ -203,7 +203,7 @@ def _reader_side_ratios(staged, m, w) -> list[str]:
     """Each rdmaq queue's reader side (seen to returned) ÷ vLLM's, per size and pace."""
     base = {(c["readers"], contention_key(c), s["size"], s["pace_ns"]): s["stages"]["reader_side"]
             for c, s in staged if c["queue"] == "vllm" and "reader_side" in s["stages"]}
-    out = []
+    out: list[str] = []
     for c, s in staged:
         key = (c["readers"], contention_key(c), s["size"], s["pace_ns"])
         mine = s["stages"].get("reader_side")
