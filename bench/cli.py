@@ -4,6 +4,7 @@
     rdmaq bench serve ...    the serving benchmark (bench/serve): ``vllm serve`` per queue
     rdmaq bench step ...     a TP step's barrier on one machine (bench/step)
     rdmaq bench sweep ...    the idle tail against reader CPU, from a microbenchmark result
+    rdmaq bench compare REV  this checkout against commit REV, interleaved on this machine
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         from .micro.sweep import main as sweep_main
 
         return sweep_main(argv[1:])
+    if command == "compare":
+        from .compare import main as compare_main
+
+        return compare_main(argv[1:])
     from .micro.main import main as micro_main
 
     return micro_main(argv)

@@ -34,6 +34,9 @@ DEFAULT_SLICE_US = settings.default("RDMAQ_SLICE_US")
 POLICIES = _policy.POLICIES  # how a reader waits: rdmaq/policy.py
 DEFAULT_FREE_SPIN_US = settings.default("RDMAQ_FREE_SPIN_US")
 SCRATCH_BYTES = 256 * 1024  # per reader: messages up to this size take one C call
+# The most a put copies without letting go of the GIL (_hold_gil): a longer copy costs more
+# than the hand-off it saves, and would stop the process's other threads while it lasts.
+HOLD_GIL_BYTES = SCRATCH_BYTES
 _EINTR = -errno.EINTR
 _EAGAIN = -errno.EAGAIN
 
@@ -442,8 +445,10 @@ class Writer(_Endpoint):
         self._enter(deadline, "put")
         try:
             self._wait_ready_locked(deadline)
-            # Room for it now: put it without letting go of the GIL (_hold_gil).
-            rc = self._try_put(self._addr, _hold_gil.address(ffi, iov), len(parts))
+            # Room for a short one now: put it without letting go of the GIL (_hold_gil).
+            rc = _EAGAIN
+            if total <= HOLD_GIL_BYTES:
+                rc = self._try_put(self._addr, _hold_gil.address(ffi, iov), len(parts))
             if rc == _EAGAIN:
                 rc = lib.rdmaq_writer_put(self._ptr, iov, len(parts), _remaining_ns(deadline))
             # Interrupted (see _call): continue the same message.  If a signal
@@ -562,40 +567,32 @@ class Reader(_Endpoint):
 
     def get(self, timeout: float | None = None) -> bytearray:
         """Next message as a bytearray the caller owns."""
-        msg: bytearray = self._recv(None, timeout, "get", consumes=False)
+        msg: bytearray = self._recv(None, timeout, "get")
         return msg
 
     def recv(self, timeout: float | None = None) -> Any:
         """Next message, unpickled (see Writer.send)."""
-        return self._recv(_unpickle, timeout, "recv", consumes=True)
+        return self._recv(_unpickle, timeout, "recv")
 
     def _recv(self, load: Callable[[bytearray | memoryview], Any] | None, timeout: float | None,
-              what: str, consumes: bool) -> Any:
+              what: str, consumes: bool = False) -> Any:
         """The next message through ``load`` (None: as a bytearray of its own).  A call
-        that raises took nothing: the message it had taken is kept for the next call; but
-        when ``consumes``, an ``Exception`` of ``load`` (the message's own objects failing
-        to unpickle: they would fail again) consumes it."""
+        that raises took nothing, whatever raised (``load`` included): the message it had
+        taken is kept for the next call, so one whose objects fail to unpickle raises
+        again until a ``get`` takes it as bytes.  (``consumes`` is accepted and ignored:
+        the rule has no exception.)"""
         deadline = _deadline(timeout)
         self._enter(deadline, what)
-        loading = False
         try:
             self._wait_ready_locked(deadline)
             msg = self._get_locked(deadline)
-            loading = True
             obj: Any
             if load is not None:
                 obj = load(msg)
             else:
                 obj = msg if isinstance(msg, bytearray) else bytearray(msg)
-        except Exception:
+        except BaseException:  # the message stays in _kept
             self._unsure = True  # first: no call comes before it
-            if loading and consumes:
-                self._kept = None
-            self._in_call = False
-            self._call_lock.release()
-            raise
-        except BaseException:  # a signal handler's (KeyboardInterrupt...): the message stays
-            self._unsure = True
             self._in_call = False
             self._call_lock.release()
             raise

@@ -35,6 +35,7 @@ class QueueAdapter:
 
     name = "?"
     env: dict[str, str] = {}
+    stages = False  # set by the runner for --stages: a queue that needs to then keeps stage stamps
 
     def available(self) -> str | None:
         """None when usable here, else the reason it is skipped (cheap, parent side)."""
@@ -203,6 +204,10 @@ class VllmAdapter(QueueAdapter):
     def _mq(self):
         from vllm.distributed.device_communicators.shm_broadcast import MessageQueue
 
+        if self.stages:
+            from .vllm_stages import traced
+
+            return traced(MessageQueue)
         return MessageQueue
 
     def create_writer(self, n_readers):
@@ -217,7 +222,10 @@ class VllmAdapter(QueueAdapter):
         return w.enqueue
 
     def open_reader(self, handle, index):
-        return self._mq().create_from_handle(handle, index)
+        mq = self._mq()
+        r = mq.create_from_handle(handle, index)
+        r.__class__ = mq  # create_from_handle makes vLLM's own class
+        return r
 
     def reader_ready(self, r):
         r.wait_until_ready()
@@ -228,6 +236,12 @@ class VllmAdapter(QueueAdapter):
 
     def close_reader(self, r):
         r.shutdown()
+
+    def writer_tracer(self, w):
+        return (lambda: w.trace[:3]) if self.stages else None
+
+    def reader_tracer(self, r):
+        return (lambda: r.trace) if self.stages else None
 
     def version(self):
         try:

@@ -51,6 +51,9 @@ def stage_figures(writer, readers, send, recv, lat, n) -> dict:
         return np.stack([r[k] for r in rs])[slow, cols]
 
     stamp, seen, copied = pick(0), pick(1), pick(2)
+    # A queue whose ring holds no stamp (vLLM's) records 0: the writer's own record of the
+    # same message (its ``mid``, taken as it sets the flags) stands in.
+    stamp = np.where(stamp == 0, ws[1][:m], stamp)
     done = np.stack([recv[i][:m] for i in range(len(readers))])[slow, cols]
     parts = {
         "serialize": ws[0][:m] - t_send,    # send call to the C put: pickling, Python
@@ -59,6 +62,7 @@ def stage_figures(writer, readers, send, recv, lat, n) -> dict:
         "detect": seen - stamp,             # publish stamp to the reader seeing it
         "copy_out": copied - seen,
         "deserialize": done - copied,       # unpickling, back in the caller
+        "reader_side": done - seen,         # seen to returned: the reader's path after its wait
     }
     out = {k: {"p50_us": float(np.percentile(v, 50)) / 1e3, "p99_us": float(np.percentile(v, 99)) / 1e3}
            for k, v in parts.items()}

@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "CPU time busy and idle, with optional CPU contention. "
                     "`rdmaq bench serve --help`: vLLM serving latency with each queue; "
                     "`rdmaq bench step --help`: barrier amplification of a TP serving step; "
-                    "`rdmaq bench sweep --help`: idle p99 against reader CPU from a run's variants.")
+                    "`rdmaq bench sweep --help`: idle p99 against reader CPU from a run's variants; "
+                    "`rdmaq bench compare --help`: this checkout against another commit, interleaved.")
     p.add_argument("--queues", default=DEFAULT_QUEUES,
                    help=f"comma list from {', '.join(ADAPTERS)} (default: %(default)s; "
                         "unavailable ones are skipped with a message); QUEUE@NAME=VALUE[@...] runs a "

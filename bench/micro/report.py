@@ -150,24 +150,30 @@ def format_tables(result: dict) -> str:
                      f"{_pct2(idle['writer_cpu_frac_early']):>7} / {_pct2(idle['writer_cpu_frac_late']):>7}"
                      f"   (window {idle['window_s']:.1f} s)")
     staged = [(c, s) for c in result["cells"] for s in c["subruns"] if s.get("stages")]
+    # each size and pace's queues one under the other
+    staged.sort(key=lambda cs: (cs[0]["readers"], str(contention_key(cs[0])), cs[1]["size"],
+                                cs[1]["pace_ns"]))
     if staged:
         lines.append(hr)
-        lines.append("# stages of the slowest reader's message, p50 / p99 [us]; waits ended: "
-                     "ready / spin / window / woken (all readers)")
-        names = ("serialize", "copy_in", "publish", "detect", "copy_out", "deserialize")
+        lines.append("# stages of the slowest reader's message, p50 / p99 [us]; reader = seen to "
+                     "returned (copy_out + deserialize); waits ended: ready / spin / window / woken "
+                     "(all readers)")
+        names = ("serialize", "copy_in", "publish", "detect", "copy_out", "deserialize", "reader_side")
         lines.append(f"{'queue':<{w}}{'rd':>3}{'cpus':>8}{'att':>4}{'tok':>4}{'bytes':>7}{'pace':>6}"
-                     + "".join(f"{n:>16}" for n in names) + "   waits")
+                     + "".join(f"{n.replace('_side', ''):>16}" for n in names) + "   waits")
         for c, s in staged:
             st = s["stages"]
             how = st.get("how", {})
             rc = s.get("reader_counters") or {}
             lines.append(f"{_row_head(c, m, w)}{size_label(s['size']):>7}{pace_label(s['pace_ns']):>6}"
-                         + "".join(f"{st[n]['p50_us']:>8.1f}/{st[n]['p99_us']:<7.1f}" for n in names)
+                         + "".join(f"{st[n]['p50_us']:>8.1f}/{st[n]['p99_us']:<7.1f}" if n in st
+                                   else f"{'-':>16}" for n in names)
                          + "   " + "/".join(str(how.get(k, 0)) for k in ("ready", "spin", "window", "woken"))
                          + (f"  misses {rc.get('misses', 0)} preempted {rc.get('preempted', 0)} "
                             f"naps {rc.get('naps', 0)} busy {rc.get('busy', 0)} settles {rc.get('settles', 0)}"
                             if rc else "")
                          + "  tail " + "/".join(f"{k}:{v}" for k, v in st.get("tail_how", {}).items()))
+        lines.extend(_reader_side_ratios(staged, m, w))
     ratios = result.get("ratios") or []
     if ratios:
         lines.append(hr)
@@ -191,6 +197,24 @@ def format_tables(result: dict) -> str:
             lines.append(f"# [{t['status']}] {t['name']}: {t['detail']}")
     lines.append(hr)
     return "\n".join(lines)
+
+
+def _reader_side_ratios(staged, m, w) -> list[str]:
+    """Each rdmaq queue's reader side (seen to returned) ÷ vLLM's, per size and pace."""
+    base = {(c["readers"], contention_key(c), s["size"], s["pace_ns"]): s["stages"]["reader_side"]
+            for c, s in staged if c["queue"] == "vllm" and "reader_side" in s["stages"]}
+    out: list[str] = []
+    for c, s in staged:
+        key = (c["readers"], contention_key(c), s["size"], s["pace_ns"])
+        mine = s["stages"].get("reader_side")
+        if c["queue"].startswith("rdmaq") and mine and key in base:
+            v = base[key]
+            if not out:
+                out.append("# reader side (seen to returned) ÷ vLLM's, same run: p50 / p99")
+            out.append(f"{_row_head(c, m, w)}{size_label(s['size']):>7}{pace_label(s['pace_ns']):>6}"
+                       f"{_f(mine['p50_us'] / v['p50_us'] if v['p50_us'] else None, '{:.3f}'):>9} /"
+                       f"{_f(mine['p99_us'] / v['p99_us'] if v['p99_us'] else None, '{:.3f}'):>7}")
+    return out
 
 
 def best_baseline(subs: dict) -> dict:

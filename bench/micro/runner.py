@@ -67,6 +67,7 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
     messages: figures["sched_trace"]."""
     ctx = quiet_spawn_context()  # Ctrl-C reaches the parent alone, which ends the children
     adapter = make_adapter(queue)
+    adapter.stages = any(s.get("stages") for s in subruns)
     cell = {
         "queue": queue,
         "readers": n_readers,

@@ -80,6 +80,26 @@ def test_a_get_that_waits_lets_the_gil_go(pair):
         assert other.turns > turns
 
 
+def test_a_long_put_that_fits_the_ring_lets_the_gil_go(transport):
+    """Room for it or not, a put of more than HOLD_GIL_BYTES copies with the GIL let go:
+    the process's other threads run during the copy."""
+    from rdmaq.queue import HOLD_GIL_BYTES
+
+    size = 32 << 20  # a copy long enough (ms) for the waiting thread to wake and take the GIL
+    assert size > HOLD_GIL_BYTES
+    with rdmaq.Writer(1, transport=transport, slot_bytes=1 << 20, slots=64) as w, \
+            rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=TIMEOUT)
+        r.wait_ready(timeout=TIMEOUT)
+        msg = bytes(range(256)) * (size // 256)
+        with GilTurns() as other:
+            time.sleep(0.01)
+            turns = other.turns
+            w.put(msg, timeout=TIMEOUT)  # the ring has room for it: nothing to wait for
+            assert other.turns > turns, "the GIL was kept through the copy"
+        assert r.get(timeout=TIMEOUT) == msg
+
+
 def test_a_message_longer_than_a_slot_takes_the_waiting_path(transport):
     """Only a message of one record is taken without waiting; a longer one
     arrives whole all the same, by recv."""

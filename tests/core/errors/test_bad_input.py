@@ -2,7 +2,7 @@
 struct.error) get the documented one, naming what was wrong: a put of a
 non-contiguous buffer is a ValueError (rdmaq copies a message once, into
 the ring, and makes no hidden copy first); an object message whose header
-does not fit it is a ProtocolError, and the reader reads on; one too short for a
+does not fit it is a ProtocolError, raised again until a get takes it as bytes; one too short for a
 header, or a handle that is no Handle, a ValueError or TypeError saying so."""
 import struct
 import types
@@ -62,13 +62,41 @@ def test_corrupt_object_header_is_a_protocol_error(msg, match):
         serialize.loads(bytearray(msg))
 
 
-def test_recv_of_a_corrupt_object_message_raises_and_reads_on(transport):
+def test_recv_of_a_corrupt_object_message_raises_until_get_takes_it(transport):
+    """A call that raises took nothing: the message stays first, each recv raises its
+    error again, and get (the way to skip it) takes it as bytes."""
     with rdmaq.Writer(1, transport=transport) as w, rdmaq.Reader(w.handle, 0) as r:
         w.put(_header(1000, 5), timeout=TIMEOUT)
         w.send({"next": 1}, timeout=TIMEOUT)
-        with pytest.raises(rdmaq.ProtocolError, match="corrupt object message"):
-            r.recv(timeout=TIMEOUT)
+        for _ in range(2):
+            with pytest.raises(rdmaq.ProtocolError, match="corrupt object message"):
+                r.recv(timeout=TIMEOUT)
+        assert r.get(timeout=TIMEOUT) == _header(1000, 5)
         assert r.recv(timeout=TIMEOUT) == {"next": 1}
+
+
+class _FailsToLoad:
+    """An object whose unpickling raises its own error, every time."""
+
+    def __reduce__(self):
+        return (_refuse, ())
+
+
+def _refuse():
+    raise LookupError("this object does not load here")
+
+
+@pytest.mark.parametrize("size", [64, 1 << 20], ids=["scratch", "own-buffer"])
+def test_a_message_whose_objects_fail_to_unpickle_stays_first(transport, size):
+    with rdmaq.Writer(1, transport=transport) as w, rdmaq.Reader(w.handle, 0) as r:
+        w.send((_FailsToLoad(), b"x" * size), timeout=TIMEOUT)
+        w.send("after", timeout=TIMEOUT)
+        for _ in range(3):
+            with pytest.raises(LookupError, match="does not load here"):
+                r.recv(timeout=TIMEOUT)
+        raw = r.get(timeout=TIMEOUT)
+        assert isinstance(raw, bytearray) and len(raw) > size
+        assert r.recv(timeout=TIMEOUT) == "after"
 
 
 @pytest.mark.parametrize("msg", [b"", b"rdmq"], ids=["empty", "shorter-than-a-header"])

@@ -79,6 +79,48 @@ def test_a_get_raised_out_of_loses_no_message():
         r.close()
 
 
+def _interrupt(signum, frame):
+    raise Interrupted()
+
+
+class _AlarmWhileLoading:
+    """Its first unpickling is interrupted by a real SIGALRM whose handler raises an
+    Exception (the SIGALRM-timeout idiom); later ones load."""
+    alarmed = False
+
+    def __reduce__(self):
+        return (_load_or_alarm, ())
+
+
+def _load_or_alarm():
+    if not _AlarmWhileLoading.alarmed:
+        _AlarmWhileLoading.alarmed = True
+        os.kill(os.getpid(), signal.SIGALRM)  # the handler runs at the next bytecode here
+        for _ in range(10**6):
+            pass
+        raise AssertionError("the SIGALRM handler did not run")
+    return "loaded"
+
+
+@pytest.mark.parametrize("size", [64, 1 << 20], ids=["scratch", "own-buffer"])
+def test_a_handlers_exception_while_unpickling_takes_nothing(size):
+    """README, Errors: a call that raises took nothing, an Exception out of unpickling
+    included: the next recv returns the message whose loading the handler cut."""
+    _AlarmWhileLoading.alarmed = False
+    with rdmaq.Writer(1, transport="shm") as w, rdmaq.Reader(w.handle, 0) as r:
+        w.wait_ready(timeout=TIMEOUT)
+        w.send((_AlarmWhileLoading(), b"x" * size), timeout=TIMEOUT)
+        w.send("next", timeout=TIMEOUT)
+        old = signal.signal(signal.SIGALRM, _interrupt)
+        try:
+            with pytest.raises(Interrupted):
+                r.recv(timeout=TIMEOUT)
+        finally:
+            signal.signal(signal.SIGALRM, old)
+        assert r.recv(timeout=TIMEOUT) == ("loaded", b"x" * size)
+        assert r.recv(timeout=TIMEOUT) == "next"
+
+
 OTHER_THREAD_CHILD = """
 import signal, threading, time, rdmaq
 
