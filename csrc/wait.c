@@ -42,6 +42,13 @@
  * (eintr_on_main_thread), on the main thread every RDMAQ_PEER_CHECK_NS: Python's
  * handlers run only when the interpreter gets control back, and a signal
  * that lands while we spin interrupts no system call.
+ *
+ * The peer's liveness is checked every RDMAQ_PEER_CHECK_NS of the endpoint's
+ * time, not of one call's: a wait that blocks, or that would time out, first
+ * checks when the last check is that old.  A caller polling with short
+ * timeouts (vLLM's readers wait 1 ms at a time) learns of a dead peer as one
+ * that blocks does, and the check (one poll() of a pidfd or socket per peer)
+ * costs the hot path nothing: it runs at most once per period.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -87,6 +94,7 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 		.anticipate = true,
 		.settle_far_ns = RDMAQ_SETTLE_FAR_NS,
 		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
+		.peer_checked_ns = rdmaq_now_ns(), /* the first check, a period after this one */
 		.stats = stats,
 	};
 }
@@ -193,6 +201,40 @@ static int rdmaq_wait_met(struct rdmaq_waiter *wt, enum rdmaq_wait_how how, int6
 	wt->met_ns = now ? now : rdmaq_now_ns();
 	wt->how = how;
 	return 1;
+}
+
+/*
+ * Check the peer if the endpoint's last check is RDMAQ_PEER_CHECK_NS old: 1 when
+ * cond holds (data already in the ring wins over a dead peer), 0 when the check
+ * was not due or the peer lives, <0 its death (or cond's error).
+ */
+static int rdmaq_wait_check_peer(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t now)
+{
+	int ret;
+
+	if (now - wt->peer_checked_ns < RDMAQ_PEER_CHECK_NS)
+		return 0;
+	wt->peer_checked_ns = now;
+	ret = cond(arg);
+	if (ret)
+		return ret;
+	ret = wt->ops->check_peer(wt->ep);
+	if (ret < 0)
+		wt->peer_checked_ns = 0; /* a dead peer stays dead: the next wait checks at once */
+	return ret;
+}
+
+/* A wait's -ETIMEDOUT, unless the peer check that is due finds the peer dead or cond met. */
+static int rdmaq_wait_timed_out(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg)
+{
+	int64_t now = rdmaq_now_ns();
+	int ret = rdmaq_wait_check_peer(wt, cond, arg, now);
+
+	if (ret > 0)
+		return rdmaq_wait_met(wt, RDMAQ_HOW_READY, now);
+	if (ret < 0)
+		return ret;
+	return rdmaq_set_err(-ETIMEDOUT, "timed out");
 }
 
 /*
@@ -431,6 +473,10 @@ int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad
 	if (!rdmaq_wait_plan(wt, cad, win, &wt->busy_noted))
 		return 0;
 	ret = rdmaq_wait_nap(wt, cad, cond, arg, deadline, win);
+	if (ret == -ETIMEDOUT) {
+		ret = rdmaq_wait_timed_out(wt, cond, arg);
+		return ret > 0 ? 0 : ret;
+	}
 	return ret < 0 ? ret : !ret;
 }
 
@@ -460,8 +506,8 @@ static void rdmaq_wait_settle(struct rdmaq_waiter *wt)
 static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
 			       int64_t deadline, bool far)
 {
-	int64_t last_check = rdmaq_now_ns();
-	bool blocked;
+	bool eintr = wt->eintr_on_main_thread && rdmaq_on_main_thread();
+	bool blocked, slept = false;
 	int ret;
 
 	if (wt->before_block) {
@@ -473,16 +519,27 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 	if (far)
 		rdmaq_wait_settle(wt);
 	for (;;) {
-		int64_t now = rdmaq_now_ns();
-		/* Until the next peer check at most. */
-		int64_t block_ns = RDMAQ_PEER_CHECK_NS - (now - last_check);
+		int64_t now = rdmaq_now_ns(), checked = wt->peer_checked_ns, block_ns;
 
-		if (block_ns < 0)
-			block_ns = 0;
+		ret = rdmaq_wait_check_peer(wt, cond, arg, now);
+		if (ret > 0) {
+			ret = rdmaq_wait_met(wt, slept ? RDMAQ_HOW_WOKEN : RDMAQ_HOW_SPIN, now);
+			break;
+		}
+		if (ret < 0)
+			break;
+		/* Back for signal handlers at each peer check after a block. */
+		if (eintr && slept && wt->peer_checked_ns != checked) {
+			ret = rdmaq_set_err(-EINTR, "returning to run signal handlers");
+			break;
+		}
+		/* Until the next peer check at most. */
+		block_ns = wt->peer_checked_ns + RDMAQ_PEER_CHECK_NS - now;
 		wt->stats->sleeps++;
 		ret = rdmaq_block_once(wt, cond, arg, deadline, block_ns, &blocked);
 		if (!blocked)
 			wt->stats->sleeps--; /* the re-check found it: never slept */
+		slept |= blocked;
 		if (ret > 0) {
 			if (blocked)
 				wt->stats->woken++;
@@ -491,24 +548,6 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 		}
 		if (ret < 0)
 			break;
-		now = rdmaq_now_ns();
-		if (now - last_check >= RDMAQ_PEER_CHECK_NS) {
-			last_check = now;
-			/* Data already in the ring wins over a dead peer. */
-			ret = cond(arg);
-			if (ret > 0) {
-				ret = rdmaq_wait_met(wt, RDMAQ_HOW_WOKEN, now);
-				break;
-			}
-			if (!ret)
-				ret = wt->ops->check_peer(wt->ep);
-			if (ret < 0)
-				break;
-			if (wt->eintr_on_main_thread && rdmaq_on_main_thread()) {
-				ret = rdmaq_set_err(-EINTR, "returning to run signal handlers");
-				break;
-			}
-		}
 	}
 	rdmaq_slice_leave(&wt->slice);
 	return ret;
@@ -598,6 +637,8 @@ int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 {
 	int ret = rdmaq_wait_inner(wt, cad, planned, cond, arg, deadline);
 
+	if (ret == -ETIMEDOUT)
+		ret = rdmaq_wait_timed_out(wt, cond, arg);
 	return ret > 0 ? 0 : ret;
 }
 
