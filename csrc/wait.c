@@ -43,12 +43,13 @@
  * handlers run only when the interpreter gets control back, and a signal
  * that lands while we spin interrupts no system call.
  *
- * The peer's liveness is checked every RDMAQ_PEER_CHECK_NS of the endpoint's
- * time, not of one call's: a wait that blocks, or that would time out, first
- * checks when the last check is that old.  A caller polling with short
- * timeouts (vLLM's readers wait 1 ms at a time) learns of a dead peer as one
- * that blocks does, and the check (one poll() of a pidfd or socket per peer)
- * costs the hot path nothing: it runs at most once per period.
+ * The peer's liveness is checked after each RDMAQ_PEER_CHECK_NS a wait blocks,
+ * and also by the endpoint's time, not only one call's: a wait about to block,
+ * or that would time out, first checks when the endpoint's last check is that
+ * old.  A caller polling with short timeouts (vLLM's readers wait 1 ms at a
+ * time) learns of a dead peer as one that blocks does; the check (one poll()
+ * of a pidfd or socket per peer) runs at most once a period, never cuts a
+ * block short, and so costs a reader that messages keep busy nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -204,16 +205,13 @@ static int rdmaq_wait_met(struct rdmaq_waiter *wt, enum rdmaq_wait_how how, int6
 }
 
 /*
- * Check the peer if the endpoint's last check is RDMAQ_PEER_CHECK_NS old: 1 when
- * cond holds (data already in the ring wins over a dead peer), 0 when the check
- * was not due or the peer lives, <0 its death (or cond's error).
+ * Check the peer now: 1 when cond holds (data already in the ring wins over a
+ * dead peer), 0 when the peer lives, <0 its death (or cond's error).
  */
-static int rdmaq_wait_check_peer(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t now)
+static int rdmaq_wait_peer_now(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t now)
 {
 	int ret;
 
-	if (now - wt->peer_checked_ns < RDMAQ_PEER_CHECK_NS)
-		return 0;
 	wt->peer_checked_ns = now;
 	ret = cond(arg);
 	if (ret)
@@ -222,6 +220,14 @@ static int rdmaq_wait_check_peer(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, vo
 	if (ret < 0)
 		wt->peer_checked_ns = 0; /* a dead peer stays dead: the next wait checks at once */
 	return ret;
+}
+
+/* The same, if the endpoint's last check is RDMAQ_PEER_CHECK_NS old (else 0). */
+static int rdmaq_wait_check_peer(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t now)
+{
+	if (now - wt->peer_checked_ns < RDMAQ_PEER_CHECK_NS)
+		return 0;
+	return rdmaq_wait_peer_now(wt, cond, arg, now);
 }
 
 /* A wait's -ETIMEDOUT, unless the peer check that is due finds the peer dead or cond met. */
@@ -506,10 +512,15 @@ static void rdmaq_wait_settle(struct rdmaq_waiter *wt)
 static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg,
 			       int64_t deadline, bool far)
 {
-	bool eintr = wt->eintr_on_main_thread && rdmaq_on_main_thread();
-	bool blocked, slept = false;
+	int64_t last_check = rdmaq_now_ns();
+	bool blocked;
 	int ret;
 
+	/* A check due by the endpoint's time (a caller that returns before one of
+	 * its calls has blocked a whole period) comes first: it costs no wake-up. */
+	ret = rdmaq_wait_check_peer(wt, cond, arg, last_check);
+	if (ret)
+		return ret > 0 ? rdmaq_wait_met(wt, RDMAQ_HOW_SPIN, last_check) : ret;
 	if (wt->before_block) {
 		ret = wt->before_block(wt);
 		if (ret < 0)
@@ -519,27 +530,16 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 	if (far)
 		rdmaq_wait_settle(wt);
 	for (;;) {
-		int64_t now = rdmaq_now_ns(), checked = wt->peer_checked_ns, block_ns;
-
-		ret = rdmaq_wait_check_peer(wt, cond, arg, now);
-		if (ret > 0) {
-			ret = rdmaq_wait_met(wt, slept ? RDMAQ_HOW_WOKEN : RDMAQ_HOW_SPIN, now);
-			break;
-		}
-		if (ret < 0)
-			break;
-		/* Back for signal handlers at each peer check after a block. */
-		if (eintr && slept && wt->peer_checked_ns != checked) {
-			ret = rdmaq_set_err(-EINTR, "returning to run signal handlers");
-			break;
-		}
+		int64_t now = rdmaq_now_ns();
 		/* Until the next peer check at most. */
-		block_ns = wt->peer_checked_ns + RDMAQ_PEER_CHECK_NS - now;
+		int64_t block_ns = RDMAQ_PEER_CHECK_NS - (now - last_check);
+
+		if (block_ns < 0)
+			block_ns = 0;
 		wt->stats->sleeps++;
 		ret = rdmaq_block_once(wt, cond, arg, deadline, block_ns, &blocked);
 		if (!blocked)
 			wt->stats->sleeps--; /* the re-check found it: never slept */
-		slept |= blocked;
 		if (ret > 0) {
 			if (blocked)
 				wt->stats->woken++;
@@ -548,6 +548,21 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 		}
 		if (ret < 0)
 			break;
+		now = rdmaq_now_ns();
+		if (now - last_check >= RDMAQ_PEER_CHECK_NS) {
+			last_check = now;
+			ret = rdmaq_wait_peer_now(wt, cond, arg, now);
+			if (ret > 0) {
+				ret = rdmaq_wait_met(wt, RDMAQ_HOW_WOKEN, now);
+				break;
+			}
+			if (ret < 0)
+				break;
+			if (wt->eintr_on_main_thread && rdmaq_on_main_thread()) {
+				ret = rdmaq_set_err(-EINTR, "returning to run signal handlers");
+				break;
+			}
+		}
 	}
 	rdmaq_slice_leave(&wt->slice);
 	return ret;
