@@ -1,14 +1,14 @@
-"""A dead peer is reported whatever the caller's timeouts: a reader polling ``get`` with
-timeouts of 0, 1 ms or 50 ms after its writer was killed, or a writer polling ``put``
-after its reader was, gets PeerDeadError naming the dead process (the liveness check
-runs every 100 ms of the endpoint's time, not of one call's), as a call that blocks
-without a timeout does.  Messages put before the writer died are got first."""
+"""A dead peer is reported whatever the caller's timeouts: a reader polling ``get`` (or
+``wait_ready``) with timeouts of 0, 1 ms or 50 ms after its writer was killed, or a writer
+polling ``put`` after its reader was, gets PeerDeadError naming the dead process (the
+liveness check runs every 100 ms of the endpoint's time, not of one call's), as a call
+that blocks without a timeout does.  Messages put before the writer died are got first."""
 import time
 
 import pytest
 
 import rdmaq
-from children import TIMEOUT, ready_writer, sleepy_reader, start
+from children import TIMEOUT, idle_writer, ready_writer, sleepy_reader, start
 from observe import kill_stopped
 
 TIMEOUTS = [0, 0.001, 0.05, None]
@@ -67,3 +67,22 @@ def test_a_writer_polling_learns_its_reader_died(transport, procs, results, time
         assert isinstance(err, rdmaq.PeerDeadError), repr(err)
         assert f"reader 0 (pid {victim.pid}" in str(err)
         assert w.dead_readers() == [0]
+
+
+@pytest.mark.parametrize("timeout", TIMEOUTS, ids=str)
+def test_a_reader_polling_wait_ready_learns_its_writer_died(transport, procs, results, shm_names,
+                                                            timeout):
+    """Before the queue is ready too: a writer killed before it served its readers."""
+    procs.append(start(idle_writer, transport, results))
+    handle = results.get(timeout=TIMEOUT)
+    if transport == "shm":
+        shm_names.append(handle.info.name)  # its segment outlives it
+    r = rdmaq.Reader(handle, 0)
+    try:
+        kill_stopped(procs[0])
+        procs[0].join(TIMEOUT)
+        _, err = _poll(r.wait_ready, timeout)
+        assert isinstance(err, rdmaq.PeerDeadError), repr(err)
+        assert "writer" in str(err)
+    finally:
+        r.close()
