@@ -14,7 +14,7 @@
 #include "rdmaq.h"
 #include "slice.h"
 
-#define RDMAQ_PEER_CHECK_NS    100000000LL /* liveness check period, across calls */
+#define RDMAQ_PEER_CHECK_NS    100000000LL /* liveness check period when blocked */
 #define RDMAQ_MIN_SPIN_NS      1000U	   /* the adaptive spin never shrinks below */
 #define RDMAQ_SETTLE_FAR_NS    3000000LL   /* default settle_far_ns (RDMAQ_SETTLE_FAR_US) */
 #define RDMAQ_BUSY_SPIN_MAX_NS 1000000000U /* RDMAQ_BUSY_SPIN_US at most 1 s */
