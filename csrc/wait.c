@@ -41,6 +41,14 @@
  * (eintr_on_main_thread), on the main thread every RDMAQ_PEER_CHECK_NS: Python's
  * handlers run only when the interpreter gets control back, and a signal
  * that lands while we spin interrupts no system call.
+ *
+ * The peer's liveness is checked after each RDMAQ_PEER_CHECK_NS a wait blocks,
+ * and also by the endpoint's time, not only one call's: a wait about to block,
+ * or that would time out, first checks when the endpoint's last check is that
+ * old.  A caller polling with short timeouts (vLLM's readers wait 1 ms at a
+ * time) learns of a dead peer as one that blocks does; the check (one poll()
+ * of a pidfd or socket per peer) runs at most once a period, never cuts a
+ * block short, and so costs a reader that messages keep busy nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -85,6 +93,7 @@ void rdmaq_waiter_init(struct rdmaq_waiter *wt, const struct rdmaq_wait_ops *wop
 		.anticipate = true,
 		.settle_far_ns = RDMAQ_SETTLE_FAR_NS,
 		.slice = { .want_ns = RDMAQ_DEFAULT_SLICE_NS },
+		.peer_checked_ns = rdmaq_now_ns(), /* the first check, a period after this one */
 		.stats = stats,
 	};
 }
@@ -144,6 +153,45 @@ static int rdmaq_wait_met(struct rdmaq_waiter *wt, enum rdmaq_wait_how how, int6
 	wt->met_ns = now ? now : rdmaq_now_ns();
 	wt->how = how;
 	return 1;
+}
+
+/*
+ * Check the peer now: 1 when cond holds (data already in the ring wins over a
+ * dead peer), 0 when the peer lives, <0 its death (or cond's error).
+ */
+static int rdmaq_wait_peer_now(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t now)
+{
+	int ret;
+
+	wt->peer_checked_ns = now;
+	ret = cond(arg);
+	if (ret)
+		return ret;
+	ret = wt->ops->check_peer(wt->ep);
+	if (ret < 0)
+		wt->peer_checked_ns = 0; /* a dead peer stays dead: the next wait checks at once */
+	return ret;
+}
+
+/* The same, if the endpoint's last check is RDMAQ_PEER_CHECK_NS old (else 0). */
+static int rdmaq_wait_check_peer(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t now)
+{
+	if (now - wt->peer_checked_ns < RDMAQ_PEER_CHECK_NS)
+		return 0;
+	return rdmaq_wait_peer_now(wt, cond, arg, now);
+}
+
+/* A wait's -ETIMEDOUT, unless the peer check that is due finds the peer dead or cond met. */
+static int rdmaq_wait_timed_out(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg)
+{
+	int64_t now = rdmaq_now_ns();
+	int ret = rdmaq_wait_check_peer(wt, cond, arg, now);
+
+	if (ret > 0)
+		return rdmaq_wait_met(wt, RDMAQ_HOW_READY, now);
+	if (ret < 0)
+		return ret;
+	return rdmaq_set_err(-ETIMEDOUT, "timed out");
 }
 
 /*
@@ -382,6 +430,10 @@ int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad
 	if (!rdmaq_wait_plan(wt, cad, win, &wt->busy_noted))
 		return 0;
 	ret = rdmaq_wait_nap(wt, cad, cond, arg, deadline, win);
+	if (ret == -ETIMEDOUT) {
+		ret = rdmaq_wait_timed_out(wt, cond, arg);
+		return ret > 0 ? 0 : ret;
+	}
 	return ret < 0 ? ret : !ret;
 }
 
@@ -415,6 +467,11 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 	bool blocked;
 	int ret;
 
+	/* A check due by the endpoint's time (a caller that returns before one of
+	 * its calls has blocked a whole period) comes first: it costs no wake-up. */
+	ret = rdmaq_wait_check_peer(wt, cond, arg, last_check);
+	if (ret)
+		return ret > 0 ? rdmaq_wait_met(wt, RDMAQ_HOW_SPIN, last_check) : ret;
 	if (wt->before_block) {
 		ret = wt->before_block(wt);
 		if (ret < 0)
@@ -445,14 +502,11 @@ static int rdmaq_wait_blocking(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void
 		now = rdmaq_now_ns();
 		if (now - last_check >= RDMAQ_PEER_CHECK_NS) {
 			last_check = now;
-			/* Data already in the ring wins over a dead peer. */
-			ret = cond(arg);
+			ret = rdmaq_wait_peer_now(wt, cond, arg, now);
 			if (ret > 0) {
 				ret = rdmaq_wait_met(wt, RDMAQ_HOW_WOKEN, now);
 				break;
 			}
-			if (!ret)
-				ret = wt->ops->check_peer(wt->ep);
 			if (ret < 0)
 				break;
 			if (wt->eintr_on_main_thread && rdmaq_on_main_thread()) {
@@ -549,6 +603,8 @@ int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 {
 	int ret = rdmaq_wait_inner(wt, cad, planned, cond, arg, deadline);
 
+	if (ret == -ETIMEDOUT)
+		ret = rdmaq_wait_timed_out(wt, cond, arg);
 	return ret > 0 ? 0 : ret;
 }
 

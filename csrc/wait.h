@@ -65,6 +65,9 @@ struct rdmaq_waiter {
 	bool free_spin_busy;
 	struct rdmaq_slice slice;
 	int64_t met_ns; /* when the last wait's condition was seen to hold */
+	/* When check_peer last ran (0: never): a wait that blocks or times out checks
+	 * again once it is RDMAQ_PEER_CHECK_NS old, whatever its callers' timeouts. */
+	int64_t peer_checked_ns;
 	enum rdmaq_wait_how how;
 	struct rdmaq_stats *stats;
 };
@@ -83,7 +86,12 @@ int rdmaq_waiter_configure(struct rdmaq_waiter *wt, const struct rdmaq_wait_conf
  */
 typedef int (*rdmaq_cond_fn)(void *arg);
 
-/* 0 when cond holds, else a negative errno (-ETIMEDOUT, -EINTR, ...). */
+/*
+ * 0 when cond holds, else a negative errno (-ETIMEDOUT, -EINTR, ...).  A wait
+ * that would time out first checks the peer if the endpoint's last check is
+ * RDMAQ_PEER_CHECK_NS old: a dead peer is -EOWNERDEAD, for a caller polling
+ * with short timeouts as for one that blocks.
+ */
 int rdmaq_wait(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, int64_t deadline_ns);
 /*
  * The same, first trying a window predicted by `cad` (may be NULL), or the

@@ -323,7 +323,7 @@ def advice(rep: dict[str, Any]) -> list[str]:
     orphans = [lo for lo in rep.get("vllm_leftovers", []) if lo["why_kept"] is None]
     if orphans:
         out.append(f"{len(orphans)} vLLM file(s) left by a server stopped before its cleanup "
-                   "(vllm_dist_*, listed above; vLLM's own, whichever queue it used): "
+                   "(vllm_dist_* and ZMQ socket files, listed above; vLLM's own, whichever queue it used): "
                    "`rdmaq doctor --clean` removes them")
     out.append("Run CPU-heavy neighbours you control (tokenizers, data loaders) as SCHED_IDLE "
                "(`chrt --idle 0 CMD`, or os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))) "
@@ -376,7 +376,7 @@ def render(rep: dict[str, Any]) -> str:
         lines.append(f"  {name}: {'usable' if t['usable'] else 'NOT usable: ' + (t['why'] or '?')}")
     left = rep.get("vllm_leftovers", [])
     searched = rep.get("vllm_leftovers_searched") or vllm_leftovers.places()
-    lines.append(f"vLLM leftovers (vllm_dist_* in {', '.join(searched)}): "
+    lines.append(f"vLLM leftovers (vllm_dist_* and ZMQ socket files in {', '.join(searched)}): "
                  f"{len(left) or 'none'}")
     for lo in left:
         lines.append(f"  {lo['path']} ({lo['size']} B): "
@@ -399,7 +399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="first remove shm queues in /dev/shm whose writer died before its readers "
                          "attached (a live writer's queue is never touched), and vLLM's vllm_dist_* "
                          "files in /dev/shm and the temporary directory whose owner is gone (no "
-                         "process uses them, no vLLM runs, this user's)")
+                         "process uses them, no vLLM runs, this user's) and its ZMQ socket files "
+                         "no live socket is bound to")
     args = ap.parse_args(argv)
     if args.clean:
         from rdmaq.transport.shm import sweep_stale

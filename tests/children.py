@@ -144,6 +144,17 @@ def idle_writer(transport, out):
     report_and_stop(out, w.handle)
 
 
+def ready_writer(transport, messages, out):
+    """Hand out the handle, wait for the reader, put ``messages``, then stop (the
+    test kills it): a writer that dies with its queue open."""
+    w = rdmaq.Writer(1, transport=transport, slot_bytes=1024, slots=8)
+    out.put(w.handle)
+    w.wait_ready(timeout=TIMEOUT)
+    for m in messages:
+        w.put(m, timeout=TIMEOUT)
+    report_and_stop(out, "sent")
+
+
 def attached_reader(handle, index, out):
     """Attach, say so, then never wait for ready nor read (the test kills it)."""
     r = rdmaq.Reader(handle, index)

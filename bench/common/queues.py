@@ -20,10 +20,20 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 # vLLM executor defaults (vllm/envs.py VLLM_MQ_MAX_CHUNK_BYTES_MB, multiproc_executor.py)
 VLLM_MAX_CHUNK_BYTES = 16 * 1024 * 1024
 VLLM_MAX_CHUNKS = 10
+
+
+def private_rpc_dir(adapter: QueueAdapter) -> str:
+    """A folder of one cell's own for vLLM's ZMQ ipc sockets (``VLLM_RPC_BASE_PATH``, set in
+    the cell's processes by ``apply_env``): vLLM's queue leaves their files behind when it
+    closes, and a cell ended by Ctrl-C never closes it.  The caller removes the folder."""
+    path = tempfile.mkdtemp(prefix="rdmaq-bench-")
+    adapter.env = {**adapter.env, "VLLM_RPC_BASE_PATH": path}
+    return path
 
 
 class QueueAdapter:

@@ -12,13 +12,14 @@ blocking receive.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 from rdmaq.command import quiet_spawn_context
 
 from ..common import attackers as attacker_procs
 from ..common.children import CellError, Peer, expect
-from ..common.queues import make_adapter
+from ..common.queues import make_adapter, private_rpc_dir
 from ..common.stats import analyze
 from . import proc
 
@@ -81,6 +82,7 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
     }
     raw = []
     hogs, peers, tok = [], [], None
+    rpc_dir = private_rpc_dir(adapter)
     try:
         t_start = time.monotonic()
         for _ in range(attackers):
@@ -194,4 +196,5 @@ def run_cell(queue, n_readers, cpus, attackers, tokenizer, subruns, idle_window_
             if c.is_alive():
                 c.kill()
                 c.join(5)
+        shutil.rmtree(rpc_dir, ignore_errors=True)
     return cell, raw

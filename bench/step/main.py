@@ -19,6 +19,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -27,7 +28,7 @@ from rdmaq.command import ArgumentParser, fail, missing_package, quiet_spawn_con
 from ..common import attackers, machine
 from ..common.args import parse_int_list
 from ..common.children import CellError, Peer, expect
-from ..common.queues import ADAPTERS, BASELINES, make_adapter, parse_queue, split_usable
+from ..common.queues import ADAPTERS, BASELINES, make_adapter, parse_queue, private_rpc_dir, split_usable
 from . import proc as step_proc
 
 PROG = "rdmaq bench step"
@@ -225,6 +226,7 @@ def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, pro
     raws = []
     peers, hogs = [], []
     t_start = time.monotonic()
+    rpc_dir = private_rpc_dir(adapter)
     try:
         barrier = ctx.RawArray("q", tp) if args.barrier == "spin" else ctx.Barrier(tp)
         a, b = ctx.Pipe()
@@ -290,6 +292,7 @@ def run_cell(queue, tp, args, cpus, order, n_hogs, budget, cells_left_after, pro
         cell["error"] = f"harness error: {e!r}\n{traceback.format_exc()}"
     finally:
         _stop(hogs + [p.process for p in peers])
+        shutil.rmtree(rpc_dir, ignore_errors=True)
     cell["wall_s"] = time.monotonic() - t_start
     return cell, raws
 

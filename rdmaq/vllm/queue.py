@@ -23,7 +23,6 @@ Not kept: chunk-level access (``acquire_read``/``acquire_write``), the
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import pickle
@@ -32,7 +31,7 @@ import time
 import weakref
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import torch.distributed as dist
 from torch.distributed import ProcessGroup
@@ -73,22 +72,14 @@ class RdmaqHandle(VllmHandle):  # type: ignore[misc]
     n_remote_reader: int = 0
 
 
-_Method = TypeVar("_Method", bound=Callable[..., Any])
-
-
-def _vllm_unless_rdmaq(method: _Method) -> _Method:
-    """Make an override run vLLM's own method on an instance that vLLM's code built
-    (a vLLM ``Handle`` given to ``create_from_handle`` while the module attribute
-    points here): such an instance holds vLLM's state, not ours."""
-    name = method.__name__
-
-    @functools.wraps(method)
-    def dispatch(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not self._rdmaq:
-            return getattr(VllmMessageQueue, name)(self, *args, **kwargs)
-        return method(self, *args, **kwargs)
-
-    return cast(_Method, dispatch)
+def _built_by_vllm(self: Any) -> bool:
+    """An instance that vLLM's code built (a vLLM ``Handle`` given to ``create_from_handle``
+    while the module attribute points here) holds vLLM's state, not ours: each override
+    hands it to vLLM's own method.  Checked first thing in the override itself, not in a
+    wrapper around it: a wrapper's frame would outlive the work, and a signal handler's
+    exception raised there, after an enqueue delivered or a dequeue handed over, would
+    make the call look failed (README, Errors)."""
+    return not self._rdmaq
 
 
 def _cancelled() -> RuntimeError:
@@ -113,7 +104,7 @@ def _close_endpoints(pid: int, endpoints: list[Any]) -> None:
 
 
 class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
-    # False on instances built by vLLM's own code paths: see _vllm_unless_rdmaq.
+    # False on instances built by vLLM's own code paths: see _built_by_vllm.
     _rdmaq = False
     _writer: rdmaq.Writer | None
     _reader: rdmaq.Reader | None
@@ -219,7 +210,9 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         self._writer = None
         self._reader = None
         self._remote = None
-        self._ready: tuple[Any] | None = None  # (what readable() took,): dequeue() returns it first
+        # The next message, taken off the ring (or the remote socket) and not yet handed
+        # over: a dequeue() that raised, or a readable(), left it for the next dequeue().
+        self._head: Any = None
 
     def _finalizer_for(self, endpoints: list[Any]) -> None:
         eps = [e for e in endpoints if e is not None]
@@ -265,9 +258,11 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         return self
 
     # ------------------------------------------------------------------ setup
-    @_vllm_unless_rdmaq
     def wait_until_ready(self) -> None:
         """Collective: the writer and every reader call it once."""
+        if _built_by_vllm(self):
+            VllmMessageQueue.wait_until_ready(self)
+            return
         try:
             if self._is_writer:
                 if self._writer is not None:
@@ -281,10 +276,12 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         except rdmaq.ClosedError:
             raise _cancelled() from None
 
-    @_vllm_unless_rdmaq
     def shutdown(self) -> None:
         """Wake a ``dequeue``/``enqueue`` blocked in another thread; it raises
         ``RuntimeError("cancelled")``.  Safe to call from any thread, twice."""
+        if _built_by_vllm(self):
+            VllmMessageQueue.shutdown(self)
+            return
         if self.shutting_down:
             return
         self.shutting_down = True
@@ -297,101 +294,121 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
                     ep.close()
 
     # ------------------------------------------------------------------ data
-    @_vllm_unless_rdmaq
+    # How a call keeps the core endpoints' promise (README, Errors) through the
+    # adapter: the work is one step that cannot be split.  An enqueue has
+    # delivered once the ring writer's count of messages moved: an exception
+    # that comes after that, wherever it comes from, is held for the writer's
+    # next call and the enqueue returns.  A dequeue's message moves from the ring
+    # into ``_head`` in one step (the reader's get returns it into the
+    # attribute), is unpickled from there and leaves it just before the return:
+    # a dequeue that raises, whatever raised, leaves it for the next one.
+
     def enqueue(self, obj: Any, timeout: float | None = None) -> None:
         """Write to message queue with optional timeout (in seconds)"""
+        if _built_by_vllm(self):
+            VllmMessageQueue.enqueue(self, obj, timeout)
+            return
         if not self._is_writer:
             raise RuntimeError("Only writers can enqueue")
         if self.shutting_down:
             raise _cancelled()
         pickled = _serializer().pickle(obj)
-        if self._writer is not None:
-            try:
-                self._writer.put(serialize.frame(pickled), timeout=timeout)
-            except rdmaq.ClosedError:
-                raise _cancelled() from None
+        writer = self._writer
+        if writer is None:
+            self._send_remote(pickled)
+            return
+        sent_before = writer._done  # the ring writer's count of messages put
         try:
-            if self._remote is not None:
-                # vLLM's wire format: the pickle, then each out-of-band buffer
-                self._remote.send([b"".join(pickled.stream), *pickled.buffers])
-            self._stats.count(pickled.stream_bytes + sum(b.nbytes for b in pickled.buffers))
+            writer.put(serialize.frame(pickled), timeout=timeout)
+            self._send_remote(pickled)
         except BaseException as e:
-            if self._writer is None:
+            if writer._done == sent_before:  # the ring's readers have nothing: the enqueue did nothing
+                if isinstance(e, rdmaq.ClosedError):
+                    raise _cancelled() from None
                 raise
-            # The ring's readers have it: an enqueue that raised would be enqueued again.
-            # As the writer does (README, Errors), the next call raises it.
-            if self._writer._held is None:
-                self._writer._held = e
+            # They have it: an enqueue that raised would be enqueued again.  As the
+            # writer does, its next call raises it.
+            if writer._held is None:
+                writer._held = e
 
-    @_vllm_unless_rdmaq
+    def _send_remote(self, pickled: serialize.Pickled) -> None:
+        if self._remote is not None:
+            # vLLM's wire format: the pickle, then each out-of-band buffer
+            self._remote.send([b"".join(pickled.stream), *pickled.buffers])
+        self._stats.count(pickled.stream_bytes + sum(b.nbytes for b in pickled.buffers))
+
     def dequeue(self, timeout: float | None = None, indefinite: bool = False) -> Any:
         """Read from message queue with optional timeout (in seconds)"""
+        if _built_by_vllm(self):
+            return VllmMessageQueue.dequeue(self, timeout, indefinite)
         if self._is_writer:
             raise RuntimeError("Only readers can dequeue")
         if self.shutting_down:
             raise _cancelled()
-        reader = self._reader
-        if reader is not None:
-            # Unpickled inside the reader's call: a dequeue that raises (a signal handler's
-            # KeyboardInterrupt) leaves the message to the next (README, Errors).
-            def get(timeout: float | None) -> Any:
-                return reader._recv(self._unpickle_ring_message, timeout, "dequeue", consumes=True)
-        else:
-            get = self._remote.recv
-        ready, self._ready = self._ready, None
-        if ready is not None:
-            msg = ready[0]
-        else:
-            try:
-                msg = self._wait(get, timeout, indefinite)
-            except rdmaq.ClosedError:
-                raise _cancelled() from None
-        if reader is not None:
-            return msg
-        frames = msg
-        self._stats.count(sum(len(f) for f in frames))
-        return pickle.loads(frames[0], buffers=frames[1:])
+        if self._head is None:
+            self._wait(self._fetch, timeout, indefinite)
+        obj = self._unpickle(self._head)  # raises: the message stays first
+        self._head = None
+        return obj
 
-    @_vllm_unless_rdmaq
     def readable(self) -> bool:
-        """Whether a dequeue() would return at once; never blocks.  A message that
-        arrived is taken off the ring now and kept for that dequeue()."""
+        """Whether a dequeue() would find a message at once; never blocks.  A message that
+        arrived is taken off the ring now and kept for that dequeue(), which unpickles it
+        (and raises what unpickling it raises: a message is readable whatever it holds)."""
+        if _built_by_vllm(self):
+            readable: bool = VllmMessageQueue.readable(self)
+            return readable
         return self._take(0.0)
 
-    @_vllm_unless_rdmaq
     def spin_until_readable(self, pending: Sized, deadline: float) -> None:
         """Wait until a message is readable, ``pending`` (the caller's input queue) is
         non-empty or time.monotonic() reaches ``deadline``, as vLLM's does; where vLLM's
         reader spins, this one blocks, in waits of at most READABLE_WAIT_S between which
         it looks at ``pending``."""
+        if _built_by_vllm(self):
+            VllmMessageQueue.spin_until_readable(self, pending, deadline)
+            return
         while not pending:
             left = deadline - time.monotonic()
             if self._take(max(0.0, min(READABLE_WAIT_S, left))) or left <= 0:
                 return
 
-    def _take(self, timeout: float) -> bool:
+    def _take(self, timeout: float | None) -> bool:
+        """Move the next message into ``_head`` (True), waiting up to ``timeout``; False
+        when none came."""
+        try:
+            self._fetch(timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _fetch(self, timeout: float | None) -> None:
+        """Move the next message into ``_head`` unless one is there, waiting up to
+        ``timeout`` (TimeoutError).  A message is in ``_head`` or in the ring, never in
+        between: the reader's get hands it over as it returns into the attribute."""
         if self._is_writer:
             raise RuntimeError("Only readers can check readability")
         if self.shutting_down:
             raise _cancelled()
-        if self._ready is None:
-            reader = self._reader
-            try:
-                if reader is not None:
-                    obj = reader._recv(self._unpickle_ring_message, timeout, "readable", consumes=True)
-                else:
-                    obj = self._remote.recv(timeout=timeout)
-            except TimeoutError:
-                return False
-            except rdmaq.ClosedError:
-                raise _cancelled() from None
-            self._ready = (obj,)
-        return True
+        if self._head is not None:
+            return
+        try:
+            if self._reader is not None:
+                self._head = self._reader.get(timeout)
+            else:
+                self._head = self._remote.recv(timeout=timeout)
+        except rdmaq.ClosedError:
+            raise _cancelled() from None
 
-    def _unpickle_ring_message(self, msg: bytearray | memoryview) -> Any:
-        self._stats.count(len(msg))
-        # a view of the reader's scratch buffer is copied: the objects' buffers must be their own
-        return serialize.loads(bytearray(msg) if isinstance(msg, memoryview) else msg)
+    def _unpickle(self, msg: Any) -> Any:
+        """A message of ``_head``: the ring's bytes, or a remote reader's frames."""
+        if self._reader is not None:
+            obj = serialize.loads(msg)
+            self._stats.count(len(msg))
+        else:
+            obj = pickle.loads(msg[0], buffers=msg[1:])
+            self._stats.count(sum(len(f) for f in msg))
+        return obj
 
     def _wait(self, get: Callable[..., Any], timeout: float | None, indefinite: bool) -> Any:
         """Call ``get`` in slices so that, like vLLM, a reader waiting longer
@@ -430,14 +447,16 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         return self.dequeue()
 
     # ------------------------------------------------------------ not offered
-    @_vllm_unless_rdmaq
     def acquire_write(self, timeout: float | None = None) -> Any:
+        if _built_by_vllm(self):
+            return VllmMessageQueue.acquire_write(self, timeout)
         raise NotImplementedError(
             "rdmaq MessageQueue has no chunk-level access; use enqueue()"
         )
 
-    @_vllm_unless_rdmaq
     def acquire_read(self, timeout: float | None = None, indefinite: bool = False) -> Any:
+        if _built_by_vllm(self):
+            return VllmMessageQueue.acquire_read(self, timeout, indefinite)
         raise NotImplementedError(
             "rdmaq MessageQueue has no chunk-level access; use dequeue()"
         )

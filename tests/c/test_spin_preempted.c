@@ -224,6 +224,7 @@ static void test_a_message_found_at_the_peer_check_wins_over_a_dead_peer(void)
 	wt.spin_max_ns = wt.spin_ns = 0;
 	woke = looks_after_block = 0;
 	frozen_ns = rdmaq_now_ns();
+	wt.peer_checked_ns = frozen_ns; /* checked just now: the next check is a period away */
 	CHECK(rdmaq_wait(&wt, lands_after_the_wakeups_look, NULL, -1) == 0);
 	frozen_ns = 0;
 	CHECK(looks_after_block == 2 && stats.sleeps == 1);

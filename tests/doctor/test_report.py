@@ -148,7 +148,7 @@ def test_the_report_of_a_working_machine():
     assert "  tick: HZ=1000; cpuidle driver: none" in text
     assert "  runnable tasks now: 1 on 2 CPUs" in text
     assert text[-6:] == ["  shm: usable", "  verbs: usable",
-                         "vLLM leftovers (vllm_dist_* in /dev/shm, /tmp): none",
+                         "vLLM leftovers (vllm_dist_* and ZMQ socket files in /dev/shm, /tmp): none",
                          "note: pyverbs failed (x); read sysfs instead", "Advice:", "  - do this"]
 
 
@@ -171,7 +171,7 @@ def test_the_report_of_a_machine_without_rdma():
     assert ("  runnable tasks now: 3 on 2 CPUs  (the machine's count; a reader judges its CPU busy by "
             "its own run delay while more tasks are runnable than CPUs)") in text
     assert text[-3:] == ["  shm: NOT usable: ?", "  verbs: NOT usable: no ACTIVE RDMA port",
-                         "vLLM leftovers (vllm_dist_* in /dev/shm, /tmp): none"]
+                         "vLLM leftovers (vllm_dist_* and ZMQ socket files in /dev/shm, /tmp): none"]
 
 
 def test_runnable_tasks_that_leave_a_cpu_free_are_not_oversubscribed():

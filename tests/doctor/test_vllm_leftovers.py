@@ -1,9 +1,13 @@
 """`rdmaq doctor` lists vLLM's vllm_dist_* files (its file store, its CPU all-reduce buffers)
-that a server stopped hard left in /dev/shm and the temporary directory; `--clean` removes
-those whose owner is gone and keeps one a live process holds, or any while vLLM runs.
+and ZMQ socket files that a server stopped hard left in /dev/shm and the temporary directory;
+`--clean` removes those whose owner is gone and keeps a file a live process holds, or any while
+vLLM runs, and a socket file a live socket is bound to.
 The places are a test directory here, never the host's /dev/shm or /tmp."""
 import io
 import os
+import stat
+import tempfile
+import uuid
 
 import pytest
 
@@ -32,7 +36,7 @@ def test_doctor_lists_what_vllm_left_and_clean_removes_only_the_orphans(place, c
     with open(held, "rb"):  # a live owner: this process
         assert doctor.main([]) == 0
         out = capsys.readouterr().out
-        assert f"vLLM leftovers (vllm_dist_* in {place}): 2" in out
+        assert f"vLLM leftovers (vllm_dist_* and ZMQ socket files in {place}): 2" in out
         assert f"{orphan} (10 B): its owner is gone" in out
         assert f"{held} (0 B): kept, in use by pid {os.getpid()}" in out
         assert "other_file" not in out
@@ -71,7 +75,7 @@ def test_another_users_leftover_is_kept(place, monkeypatch, capsys):
 def test_no_leftovers_is_one_line(place, capsys):
     assert doctor.main([]) == 0
     out = capsys.readouterr().out
-    assert f"vLLM leftovers (vllm_dist_* in {place}): none" in out
+    assert f"vLLM leftovers (vllm_dist_* and ZMQ socket files in {place}): none" in out
     assert "left by a server" not in out
 
 
@@ -99,3 +103,69 @@ def test_a_process_with_an_empty_command_line_is_not_vllm(monkeypatch):
     passed over, and the processes after it are still looked at."""
     fake_processes(monkeypatch, {1: b"", 2: b"vllm\0serve\0"})
     assert leftovers.vllm_pids() == [2]
+
+
+def _socket_file(place, name):
+    path = place / name
+    os.mknod(path, 0o600 | stat.S_IFSOCK)  # what libzmq leaves of a closed ipc:// socket
+    return path
+
+
+def test_vllms_zmq_socket_files_are_listed_and_clean_removes_the_unbound(place, monkeypatch, capsys):
+    """vLLM's ZMQ ipc sockets are files named by a UUID (get_open_zmq_ipc_path): one no live
+    socket is bound to (/proc/net/unix) is removed, a bound one kept, also while vLLM runs
+    (whether a socket is bound is known, unlike whether a file store is in use).  Files of
+    other names or kinds are none of vLLM's."""
+    monkeypatch.setattr(leftovers, "vllm_pids", lambda: [4242])
+    orphan = _socket_file(place, str(uuid.uuid4()))
+    bound = _socket_file(place, str(uuid.uuid4()))
+    monkeypatch.setattr(leftovers, "bound_sockets", lambda: {str(bound)})
+    not_vllms = [_socket_file(place, "my-socket"), place / str(uuid.uuid4())]
+    not_vllms[1].write_bytes(b"")  # a regular file named by a UUID
+    assert doctor.main([]) == 0
+    out = capsys.readouterr().out
+    assert f"vLLM leftovers (vllm_dist_* and ZMQ socket files in {place}): 2" in out
+    assert f"{orphan} (0 B): its owner is gone" in out
+    assert f"{bound} (0 B): kept, a live socket is bound to it" in out
+    assert doctor.main(["--clean"]) == 0
+    assert f"removed 1 vLLM leftover(s) whose owner is gone: {orphan}" in capsys.readouterr().err
+    assert not orphan.exists() and bound.exists() and all(p.exists() for p in not_vllms)
+
+
+def test_a_socket_file_is_kept_when_the_kernel_does_not_say_what_is_bound(place, monkeypatch):
+    monkeypatch.setattr(leftovers, "UNIX_SOCKETS", str(place / "no-such-file"))
+    path = _socket_file(place, str(uuid.uuid4()))
+    (lo,) = leftovers.survey()
+    assert lo.path == str(path) and lo.why_kept.startswith("cannot tell whether a socket is bound")
+
+
+def test_bound_sockets_reads_the_kernels_table(tmp_path, monkeypatch):
+    """/proc/net/unix's last field is the path a socket is bound to (none: unbound or abstract)."""
+    table = tmp_path / "unix"
+    table.write_text("Num       RefCount Protocol Flags    Type St Inode Path\n"
+                     "0000000000000000: 00000002 00000000 00010000 0001 01 20301 /tmp/0f2b-x\n"
+                     "0000000000000000: 00000003 00000000 00000000 0001 03 20302\n"
+                     "0000000000000000: 00000002 00000000 00010000 0001 01 20303 @abstract\n")
+    monkeypatch.setattr(leftovers, "UNIX_SOCKETS", str(table))
+    assert leftovers.bound_sockets() == {"/tmp/0f2b-x", "@abstract"}
+
+
+def test_a_socket_a_live_process_binds_is_in_the_kernels_table(tmp_path):
+    import socket
+
+    path = os.path.join(tempfile.mkdtemp(prefix="rq"), "s")  # short: a socket path has 108 bytes
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(path)
+        s.listen()
+        assert path in leftovers.bound_sockets()
+    finally:
+        s.close()
+        os.unlink(path)
+        os.rmdir(os.path.dirname(path))
+    assert path not in leftovers.bound_sockets()
+
+
+def test_the_rpc_base_path_is_searched(monkeypatch, tmp_path):
+    monkeypatch.setenv("VLLM_RPC_BASE_PATH", str(tmp_path))
+    assert str(tmp_path) in leftovers.places()

@@ -221,21 +221,19 @@ class _FailsToUnpickle:
 
 def test_reader_error_leaves_the_queue_usable():
     """From test_acquire_read_releases_slot_when_reader_raises: an error while the reader
-    handles a message (here: unpickling it) releases that message's space, so the writer
-    goes on, through the whole ring several times.  Left out: acquire_read and the ring's
+    handles a message (here: unpickling it) releases that message's space in the ring.
+    Unlike vLLM's, the adapter's dequeue that raises took nothing (README, Errors): the
+    message stays first, off the ring, and each dequeue raises its error again (vLLM's
+    goes on to the next message).  Left out: acquire_read and the ring's
     metadata flags (vLLM's chunk API, which rdmaq does not have)."""
     w, r = _pair(max_chunk_bytes=1 << 20, max_chunks=1)
     try:
         w.enqueue(_FailsToUnpickle(), timeout=5)
-        with pytest.raises(RuntimeError, match="reader failed"):
-            r.dequeue(timeout=5)
-        chunk = np.full(256 << 10, 7, dtype=np.uint8)  # 64 of them: 16 MiB, > 4x the ring
-        t = _send(w, *([chunk] * 64), {"payload": "last"})
-        for _ in range(64):
-            np.testing.assert_array_equal(r.dequeue(timeout=60), chunk)
-        assert r.dequeue(timeout=60) == {"payload": "last"}
-        t.join(timeout=60)
-        assert not t.is_alive()
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="reader failed"):
+                r.dequeue(timeout=5)
+        assert r._reader.stats["messages"] == 1  # off the ring: its space is the writer's
+        assert r.readable()
     finally:
         r.shutdown()
         w.shutdown()

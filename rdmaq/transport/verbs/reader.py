@@ -180,11 +180,10 @@ class ReaderBackend:
         poller.register(self._dealer, zmq.POLLIN)
         poller.register(self._live_fd, zmq.POLLIN)
         while True:
+            # A deadline that has passed still looks once: a caller polling with short
+            # timeouts learns of a reply, or of the writer's death, as one that waits.
             wait = net.poll_s(deadline)
-            if wait is None:
-                raise TimeoutError(f"verbs reader {self._index} wait_ready: the writer "
-                                   f"({self._writer_desc}) did not answer in time")
-            events = dict(poller.poll(int(wait * 1000)))
+            events = dict(poller.poll(0 if wait is None else int(wait * 1000)))
             if self._dealer in events:
                 try:
                     return decode(self._dealer.recv())
@@ -195,6 +194,9 @@ class ReaderBackend:
                 raise errors.PeerDeadError(
                     f"verbs reader {self._index}: writer ({self._writer_desc}) died or closed "
                     "before attaching this reader")
+            if wait is None:
+                raise TimeoutError(f"verbs reader {self._index} wait_ready: the writer "
+                                   f"({self._writer_desc}) did not answer in time")
 
     def _accepted(self, reply: Accepted | Refused) -> Accepted:
         """The writer's Accepted, checked against what this reader asked for."""
