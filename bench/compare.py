@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rdmaq.cli import ArgumentParser, fail
+from rdmaq.command import ArgumentParser, fail
 
 PROG = "rdmaq bench compare"
 FIGURES = (("p50", "p50_us", "p50_ratio"), ("p99", "p99_us", "p99_ratio"),
