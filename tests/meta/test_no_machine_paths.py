@@ -16,9 +16,9 @@ MACHINE_PATH = re.compile(r"(?<![\w.~$<>-])/(?:root|home/\w+|tmp|var/tmp|work)/"
 
 
 def test_the_places_the_sweep_knows_become_their_names():
-    places = [("/tmp/rdmaq-sweep-x1", "<scratch>"), ("/work/main", "."), ("/root", "~"), ("/tmp", "$TMPDIR")]
+    places = [("/tmp/rdmaq-sweep-x1", "<scratch>"), ("/srv/rdmaq", "."), ("/root", "~"), ("/tmp", "$TMPDIR")]
     text = ("FAILED /tmp/rdmaq-sweep-x1/w0/tree/tests/core/test_a.py::test_b - "
-            "AssertionError: /tmp/pytest-of-root/x\n/root/.cache/venv/lib/site.py:3 in /work/main/rdmaq/queue.py")
+            "AssertionError: /tmp/pytest-of-root/x\n/root/.cache/venv/lib/site.py:3 in /srv/rdmaq/rdmaq/queue.py")
     assert mutation_result.scrub_paths(text, places) == (
         "FAILED <scratch>/w0/tree/tests/core/test_a.py::test_b - "
         "AssertionError: $TMPDIR/pytest-of-root/x\n~/.cache/venv/lib/site.py:3 in ./rdmaq/queue.py")
