@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 logger = logging.getLogger("vllm.rdmaq")
 
@@ -116,8 +116,13 @@ def _check_settings() -> None:
     try:
         settings.check_environment()
     except ValueError as e:
-        logger.error("rdmaq vLLM plugin: %s", e)
-        raise SystemExit(f"rdmaq vLLM plugin: {e}") from None
+        _bad_setting(str(e))
+
+
+def _bad_setting(message: str) -> NoReturn:
+    """End the process on a bad setting, named in one line (vLLM's first error line)."""
+    logger.error("rdmaq vLLM plugin: %s", message)
+    raise SystemExit(f"rdmaq vLLM plugin: {message}")
 
 
 def _register_step_timing() -> None:
@@ -137,13 +142,9 @@ def _register_queue() -> None:
         _say_if_no_device()
         choice = choice_from_env() or "shm"
         if choice not in CHOICES:
-            logger.warning(
-                "rdmaq vLLM plugin: %s=%r is not one of %s; using vLLM's shm queue",
-                ENV,
-                choice,
-                "/".join(CHOICES),
-            )
-            choice = "shm"
+            # The old name's value: RDMAQ_DISTRIBUTED_IPC's was checked with every setting.
+            _bad_setting(f"environment variable {OLD_ENV} must be one of "
+                         f"{', '.join(CHOICES)}, got {choice!r}")
         apply(choice)
     except Exception:
         # A plugin must not take vLLM down; say why and leave vLLM as it is.

@@ -127,12 +127,19 @@ def test_the_old_env_var_still_selects_rdmaq_and_says_why_vllm_warns(monkeypatch
     assert "and expected: set RDMAQ_DISTRIBUTED_IPC instead" in caplog.text
 
 
-def test_env_var_with_a_bad_value_warns_and_keeps_shm(monkeypatch, caplog):
-    monkeypatch.setenv(plugin.ENV, "infiniband")
-    with caplog.at_level(logging.WARNING, logger="vllm.rdmaq"):
+@pytest.mark.parametrize("name, value", [
+    ("RDMAQ_DISTRIBUTED_IPC", "infiniband"),  # plugin.ENV
+    ("VLLM_DISTRIBUTED_IPC", "infiniband"),  # plugin.OLD_ENV
+    ("RDMAQ_POLICY", "fast"),  # any setting of the library's
+])
+def test_a_bad_setting_ends_the_process_named_in_one_error_line(monkeypatch, caplog, name, value):
+    monkeypatch.setenv(name, value)
+    with caplog.at_level(logging.ERROR, logger="vllm.rdmaq"), pytest.raises(SystemExit) as e:
         plugin.register()
-    assert "'infiniband' is not one of shm/rdmaq" in caplog.text
-    assert sb.MessageQueue is VllmMessageQueue
+    assert name in str(e.value) and repr(value) in str(e.value)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and name in errors[0] and repr(value) in errors[0]
+    assert sb.MessageQueue is VllmMessageQueue  # nothing swapped
 
 
 def test_untested_vllm_version_does_nothing(monkeypatch, caplog):
