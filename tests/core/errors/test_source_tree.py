@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -39,14 +38,27 @@ def trees(tmp_path):
     return checkout, site, installed
 
 
+def _cffi_only(dest: Path) -> Path:
+    """A folder holding this interpreter's cffi and nothing else: its site-packages may hold an
+    rdmaq of its own (installed from a wheel), which must not answer for the copies."""
+    import _cffi_backend
+    import cffi
+
+    dest.mkdir(exist_ok=True)
+    for src in (Path(cffi.__file__).parent, Path(_cffi_backend.__file__)):
+        link = dest / src.name
+        if not link.exists():
+            link.symlink_to(src)
+    return dest
+
+
 def _run(cwd: Path, installed: Path | None) -> subprocess.CompletedProcess:
     """``python example.py`` in ``cwd`` as on a machine where rdmaq was installed (``pip install
     .``) at ``installed`` (None: nowhere).  -S: no .pth files, so that an editable install of
-    this checkout does not answer for the copies; cffi's backend from this interpreter's
-    site-packages, which holds no rdmaq of its own then."""
+    this checkout does not answer for the copies; cffi from a folder of its own."""
     path = [str(installed)] if installed else []
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([*path, sysconfig.get_paths()["purelib"],
-                                                                    sysconfig.get_paths()["platlib"]])}
+    env = {"PATH": "/usr/bin:/bin",
+           "PYTHONPATH": os.pathsep.join([*path, str(_cffi_only(cwd.parent / "cffi-only"))])}
     (cwd / "example.py").write_text(SCRIPT)
     return subprocess.run([sys.executable, "-S", "example.py"], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=60)
