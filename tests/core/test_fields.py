@@ -1,6 +1,8 @@
 """rdmaq/fields.py: the checks every value from another process goes through (a
 handle, the verbs bootstrap's messages), each at its boundaries, and the error
 naming the field and what was wrong."""
+import pickle
+
 import pytest
 
 from rdmaq import fields
@@ -16,6 +18,13 @@ def _bad(fn, *args):
 def test_an_error_names_the_field_and_why():
     e = Bad("pool.qps[3][0]", "is missing")
     assert (e.field, e.why) == ("pool.qps[3][0]", "is missing")
+    assert str(e) == "field 'pool.qps[3][0]' is missing"
+
+
+def test_an_error_crosses_processes_whole():
+    """Pickled (a worker process's error sent back, multiprocessing), it stays the same error."""
+    e = pickle.loads(pickle.dumps(Bad("pool.qps[3][0]", "is missing")))
+    assert type(e) is Bad and (e.field, e.why) == ("pool.qps[3][0]", "is missing")
     assert str(e) == "field 'pool.qps[3][0]' is missing"
 
 

@@ -130,3 +130,21 @@ def test_a_writer_refused_for_a_bad_value_leaves_no_segment(monkeypatch, name):
     with pytest.raises(ValueError, match=f"environment variable {name} must be"):
         rdmaq.Writer(1, transport="shm")
     assert _segments() - before == set()
+
+
+RANGE = re.compile(r"^(?:0 \(off\) or )?an integer in (-?\d+)\.\.(\d+)$")
+
+
+@pytest.mark.parametrize("s", [s for s in settings.SETTINGS if RANGE.search(s.allowed)],
+                         ids=lambda s: s.name)
+def test_an_integer_setting_takes_its_documented_range_and_nothing_past_it(s):
+    """What docs/settings.md says is allowed is what is parsed: both ends taken, one past each
+    refused."""
+    lo, hi = map(int, RANGE.search(s.allowed).groups())
+    assert settings.value(s.name, {s.name: str(lo)}) == lo
+    assert settings.value(s.name, {s.name: str(hi)}) == hi
+    for past in (lo - 1, hi + 1):
+        if past == 0 and s.allowed.startswith("0 (off)"):
+            continue
+        with pytest.raises(ValueError, match=s.name):
+            settings.value(s.name, {s.name: str(past)})
