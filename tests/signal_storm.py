@@ -45,6 +45,22 @@ def payload(seq, size):
     return head + (seq.to_bytes(8, "little") * ((size - 16) // 8 + 1))[:size - 16]
 
 
+def tally(report, expected, m, kind):
+    """Count message ``m`` (of type ``kind``, else corrupted) in ``report``: got, and
+    corrupted, duplicated or the messages lost before it, against ``expected``, the next
+    sequence number due.  Returns the next one due."""
+    report["got"] += 1
+    seq = int.from_bytes(m[:8], "little") if isinstance(m, kind) else -1
+    if seq < 0 or len(m) < 16 or m != payload(seq, len(m)):
+        report["corrupted"] += 1
+        return expected
+    if seq < expected:
+        report["duplicated"] += 1
+        return expected
+    report["lost"] += seq - expected
+    return seq + 1
+
+
 def _size(rng, sizes):
     if sizes == "mixed":
         sizes = rng.choice(["small", "small", "large"])
@@ -125,16 +141,7 @@ def reader_main(handle, seed, gap_s, out):
                     continue
                 if m == END:
                     break
-                report["got"] += 1
-                seq = int.from_bytes(m[:8], "little")
-                if len(m) < 16 or m != payload(seq, len(m)):
-                    report["corrupted"] += 1
-                    continue
-                if seq < expected:
-                    report["duplicated"] += 1
-                    continue
-                report["lost"] += seq - expected
-                expected = seq + 1
+                expected = tally(report, expected, m, bytearray)
         report["expected_next"] = expected
         report["reader_signals"] = storm.counts()
         _retry(r.close)

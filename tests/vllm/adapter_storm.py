@@ -24,7 +24,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from signal_storm import MEAN_GAP_US, SMALL, Storm, payload  # noqa: E402
+from signal_storm import MEAN_GAP_US, SMALL, Storm, payload, tally  # noqa: E402
 
 END = "END"
 CALL_TIMEOUT_S = 120  # never reached when things work
@@ -69,16 +69,7 @@ def reader_main(handle, seed, gap_s, out):
                 m = _next_object(r)
                 if m == END:
                     break
-                report["got"] += 1
-                seq = int.from_bytes(m[:8], "little") if isinstance(m, bytes) else -1
-                if seq < 0 or len(m) < 16 or m != payload(seq, len(m)):
-                    report["corrupted"] += 1
-                    continue
-                if seq < expected:
-                    report["duplicated"] += 1
-                    continue
-                report["lost"] += seq - expected
-                expected = seq + 1
+                expected = tally(report, expected, m, bytes)
         report["expected_next"] = expected
         report["reader_signals"] = storm.counts()
         _shutdown(r)
