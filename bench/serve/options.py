@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         formatter_class=argparse.HelpFormatter,  # the help texts name their defaults
         description="vLLM serving latency (TPOT, ITL, TTFT, output tok/s from `vllm bench serve`) "
-                    "with each MessageQueue (vllm, vllm-spinloop: vLLM's with its spin-loop extension, rdmaq), idle "
+                    "with each MessageQueue (vllm, vllm-spinloop: vLLM's with its spin-loop extension, "
+                    "rdmaq-shm, rdmaq-verbs), idle "
                     "and under CPU contention. Defaults marked cpu/cuda depend on --device.")
     p.add_argument("--out", default=None,
                    help="output directory (default: ./serve-bench-<date>); results.json, "
