@@ -216,20 +216,11 @@ class _Endpoint:
 
     def _enter(self, deadline: float | None, what: str) -> None:
         """Take the endpoint for one operation (``what``, for messages) by the deadline."""
-        self._check_open()
-        if self._forks != _forks:
-            # Checked before the lock, which a parent's thread may have held at fork().
-            raise errors.ForkedError(
-                f"{self._kind} {what}: {self._kind} belongs to the parent process (fork), pid "
-                f"{self._pid}: make endpoints in the process that uses them", errno.ESTALE)
         op = self._call_lock
-        if op._is_owned():
-            if self._in_call:
-                raise RuntimeError(f"{self._kind} {what}: called while this thread's call on "
-                                   f"this {self._kind} is under way (from a signal handler?)")
-            op.release()  # left taken: see below
+        if self._closed or self._forks != _forks or op._is_owned():
+            self._enter_unusual(what)
         try:
-            acquired = op.acquire(timeout=_lock_timeout(deadline))
+            acquired = op.acquire(True, -1 if deadline is None else _lock_timeout(deadline))
         except BaseException:
             # A signal handler raised as the lock was taken: let it go (should another
             # handler's exception come first, this thread's next call lets it go).
@@ -240,16 +231,28 @@ class _Endpoint:
             raise TimeoutError(f"{self._kind} {what}: timed out while another thread's call "
                                f"held this {self._kind}")
         self._in_call = True
-        if self._closed:  # closed while we waited for the lock
+        if self._closed or self._held is not None:
+            closed, held = self._closed, self._held
+            if not closed:  # from the last call, which had done its work: raised before this one does any
+                self._held = None
             self._in_call = False
-            self._call_lock.release()
-            raise errors.ClosedError(f"{self._kind} is closed")
-        held = self._held
-        if held is not None:  # from the last call, which had done its work: raised before this one does any
-            self._held = None
-            self._in_call = False
-            self._call_lock.release()
-            raise held
+            op.release()
+            if closed:  # closed while we waited for the lock
+                raise errors.ClosedError(f"{self._kind} is closed")
+            raise held  # type: ignore[misc]
+
+    def _enter_unusual(self, what: str) -> None:
+        """Before the lock: a closed or fork()ed endpoint, or a lock this thread holds."""
+        self._check_open()
+        if self._forks != _forks:
+            # Checked before the lock, which a parent's thread may have held at fork().
+            raise errors.ForkedError(
+                f"{self._kind} {what}: {self._kind} belongs to the parent process (fork), pid "
+                f"{self._pid}: make endpoints in the process that uses them", errno.ESTALE)
+        if self._in_call:
+            raise RuntimeError(f"{self._kind} {what}: called while this thread's call on "
+                               f"this {self._kind} is under way (from a signal handler?)")
+        self._call_lock.release()  # left taken by a signal handler's exception as it was taken
 
     def _c_stats(self) -> dict[str, int]:
         s = self._ffi.new("struct rdmaq_stats *")
@@ -423,10 +426,11 @@ class Writer(_Endpoint):
     def put(self, data: Buffer | Sequence[Buffer], timeout: float | None = None) -> None:
         """Send one message: a bytes-like object, or a list of them sent as one."""
         parts: Sequence[Buffer] = data if isinstance(data, (list, tuple)) else [data]  # type: ignore[list-item]
-        deadline = _deadline(timeout)
+        deadline = None if timeout is None else _deadline(timeout)
         ffi = self._ffi
-        iov = ffi.new("struct rdmaq_iovec[]", max(1, len(parts)))
-        keep = []
+        iov = ffi.new("struct rdmaq_iovec[]", len(parts) or 1)
+        keep = []  # the buffers iov points into, alive until C is done with them
+        total = 0
         for i, p in enumerate(parts):
             try:
                 buf = ffi.from_buffer(p)
@@ -435,16 +439,18 @@ class Writer(_Endpoint):
             except (BufferError, ValueError) as e:
                 raise ValueError(_unusable_buffer(p, e)) from None
             keep.append(buf)
+            n = len(buf)
             iov[i].base = buf
-            iov[i].len = len(buf)
-        total = sum(len(b) for b in keep)
+            iov[i].len = n
+            total += n
         if total > self.max_message_bytes:  # now, not after waiting for readers to attach
             raise errors.MessageTooLarge(f"writer put: message of {total} bytes exceeds "
                                          f"max_message_bytes={self.max_message_bytes}", errno.EMSGSIZE)
         lib = self._lib
         self._enter(deadline, "put")
         try:
-            self._wait_ready_locked(deadline)
+            if not self._ready:
+                self._wait_ready_locked(deadline)
             # Room for a short one now: put it without letting go of the GIL (_hold_gil).
             rc = _EAGAIN
             if total <= HOLD_GIL_BYTES:
@@ -510,6 +516,7 @@ class _Scratch:
 
     def __init__(self, ffi: Any) -> None:
         self.buf = bytearray(SCRATCH_BYTES)
+        self.view = memoryview(self.buf)  # sliced for each message it holds
         self.c_buf = ffi.from_buffer(self.buf)
         self.msg_len = ffi.new("uint64_t *")  # set by C once a message has started
         self.buf_addr = _hold_gil.address(ffi, self.c_buf)  # the same two, for _hold_gil's calls
@@ -581,10 +588,11 @@ class Reader(_Endpoint):
         taken is kept for the next call, so one whose objects fail to unpickle raises
         again until a ``get`` takes it as bytes.  (``consumes`` is accepted and ignored:
         the rule has no exception.)"""
-        deadline = _deadline(timeout)
+        deadline = None if timeout is None else _deadline(timeout)
         self._enter(deadline, what)
         try:
-            self._wait_ready_locked(deadline)
+            if not self._ready:
+                self._wait_ready_locked(deadline)
             msg = self._get_locked(deadline)
             obj: Any
             if load is not None:
@@ -624,7 +632,7 @@ class Reader(_Endpoint):
                 self._done += 1
                 n = s.msg_len[0]
                 self._kept, self._kept_len = s.buf, n
-                return memoryview(s.buf)[:n]
+                return s.view[:n]
             if rc != _EAGAIN:
                 self._check(rc, "get")
         if self._warm is not None and self._partial is None:
@@ -671,13 +679,18 @@ class Reader(_Endpoint):
         assert s is not None  # made by the get's first look, which precedes any partial message
         s.msg_len[0] = 0
         self._into = None
-        rc = self._call(lib.rdmaq_reader_recv, self._ptr, s.c_buf, SCRATCH_BYTES, s.msg_len,
-                        deadline=deadline)
-        n = s.msg_len[0]
+        recv, ptr, c_buf, msg_len = lib.rdmaq_reader_recv, self._ptr, s.c_buf, s.msg_len
+        # _call's loop, inline: what runs between the wait's end and the return is the
+        # latency a waiting reader adds, and it runs with cold caches
+        while True:
+            rc = recv(ptr, c_buf, SCRATCH_BYTES, msg_len, -1 if deadline is None else _remaining_ns(deadline))
+            if rc != _EINTR:
+                break
+        n = msg_len[0]
         if rc == 0:
             self._done += 1
             self._kept, self._kept_len = s.buf, n
-            return memoryview(s.buf)[:n]
+            return s.view[:n]
         if rc == -errno.ECONNABORTED:
             return None
         if rc != -errno.ENOBUFS:
@@ -687,7 +700,7 @@ class Reader(_Endpoint):
         # next message, read from its start, fills it all.)
         partial = self._partial
         if partial is None or partial.length != n:
-            partial = self._partial = _PartialMessage(bytearray(n), n)
+            partial = self._partial = _PartialMessage(_hold_gil.bytearray_of(n), n)
         self._into = partial
         rc = self._call(lib.rdmaq_reader_read, self._ptr, ffi.from_buffer(partial.buf), n,
                         deadline=deadline)
@@ -702,10 +715,6 @@ class Reader(_Endpoint):
 
 
 def _unpickle(msg: bytearray | memoryview) -> Any:
-    if isinstance(msg, memoryview):
-        # Out-of-band buffers alias the message: they need a copy of their own.
-        with msg:
-            if serialize.out_of_band_count(msg):
-                return serialize.loads(bytearray(msg))
-            return serialize.loads(msg)
-    return serialize.loads(msg)
+    # A view of the scratch buffer is ours only until the next get: out-of-band buffers,
+    # which alias the message, get a copy of their own.
+    return serialize.loads(msg, isinstance(msg, memoryview))

@@ -24,6 +24,7 @@ import copyreg
 import pickle
 import struct
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,9 @@ MAGIC = b"RQP5"  # the framing's name and version (docs/format.md): a new framin
 OOB_MIN_BYTES = 64 * 1024  # below this, an extra iovec costs more than the copy
 ALIGN = 64
 _HDR = struct.Struct("<4sI")
+# The header of a message with no out-of-band buffer, its stream's length included: the
+# common message, framed and read with one struct call each.
+_HDR_IN_BAND = struct.Struct("<4sIQ")
 _PAD = bytes(ALIGN)
 
 # A CPU tensor's reducer: returns what ``__reduce__`` would (a callable and its arguments).
@@ -97,6 +101,60 @@ class Pickled:
     buffers: list[memoryview]
 
 
+class _ThreadPickler:
+    """One thread's pickler for one serializer's choices, kept between messages: a new
+    Pickler and a copy of the dispatch table cost more than pickling a small object."""
+
+    __slots__ = ("pickler", "out", "oob", "threshold", "busy")
+
+    def __init__(self, threshold: int, reducer: TensorReducer | None, torch: Any) -> None:
+        self.out = _Parts()
+        self.oob: list[memoryview] = []
+        self.threshold = threshold
+        self.busy = False  # a signal handler that sends while this thread pickles gets its own
+        self.pickler = pickle.Pickler(self.out, protocol=5, buffer_callback=self._keep_out_of_band)
+        if torch is not None and reducer is not None:
+            self.pickler.dispatch_table = copyreg.dispatch_table.copy()
+            self.pickler.dispatch_table[torch.Tensor] = reducer
+
+    def _keep_out_of_band(self, pb: pickle.PickleBuffer) -> bool:
+        raw = pb.raw()
+        if raw.nbytes < self.threshold:
+            return True  # in band: pickled into the stream
+        self.oob.append(raw)
+        return False
+
+    def pickle(self, obj: Any) -> Pickled:
+        out, self.oob = self.out, []
+        out.parts, out.nbytes = [], 0
+        self.busy = True
+        try:
+            self.pickler.dump(obj)
+        finally:
+            self.pickler.clear_memo()  # the objects it names are the caller's, not ours to keep
+            self.busy = False
+        return Pickled(out.parts, out.nbytes, self.oob)
+
+
+# Each thread's picklers, by (threshold, reducer, the torch module when it was made).
+_picklers = threading.local()
+
+
+def _thread_pickler(threshold: int, reducer: TensorReducer | None) -> _ThreadPickler:
+    torch = sys.modules.get("torch")  # a program without torch sends no tensors
+    key = (threshold, reducer, torch)
+    try:
+        mine: dict[Any, _ThreadPickler] = _picklers.by_choice
+    except AttributeError:
+        mine = _picklers.by_choice = {}
+    p = mine.get(key)
+    if p is None or p.busy:
+        p = _ThreadPickler(threshold, reducer, torch)
+        if key not in mine:
+            mine[key] = p
+    return p
+
+
 @dataclass(frozen=True)
 class Serializer:
     """Which buffers leave the pickle stream, and how CPU tensors get there.
@@ -110,24 +168,7 @@ class Serializer:
     reduce_tensor: TensorReducer | None = reduce_tensor
 
     def pickle(self, obj: Any) -> Pickled:
-        oob: list[memoryview] = []
-        threshold = self.oob_min_bytes
-
-        def keep_out_of_band(pb: pickle.PickleBuffer) -> bool:
-            raw = pb.raw()
-            if raw.nbytes < threshold:
-                return True
-            oob.append(raw)
-            return False
-
-        out = _Parts()
-        p = pickle.Pickler(out, protocol=5, buffer_callback=keep_out_of_band)
-        torch = sys.modules.get("torch")  # a program without torch sends no tensors
-        if torch is not None and self.reduce_tensor is not None:
-            p.dispatch_table = copyreg.dispatch_table.copy()
-            p.dispatch_table[torch.Tensor] = self.reduce_tensor
-        p.dump(obj)
-        return Pickled(out.parts, out.nbytes, oob)
+        return _thread_pickler(self.oob_min_bytes, self.reduce_tensor).pickle(obj)
 
     def dumps(self, obj: Any) -> list[Buffer]:
         """A list of buffers whose concatenation is the message."""
@@ -144,6 +185,8 @@ def dumps(obj: Any) -> list[Buffer]:
 
 def frame(p: Pickled) -> list[Buffer]:
     """The message of a pickled object: header, stream, then each buffer 64-byte aligned."""
+    if not p.buffers:
+        return [_HDR_IN_BAND.pack(MAGIC, 0, p.stream_bytes), *p.stream]
     lens = [p.stream_bytes] + [b.nbytes for b in p.buffers]
     header = _HDR.pack(MAGIC, len(p.buffers)) + struct.pack(f"<{len(lens)}Q", *lens)
     parts: list[Buffer] = [header, *p.stream]
@@ -156,12 +199,22 @@ def frame(p: Pickled) -> list[Buffer]:
     return parts
 
 
-def loads(msg: bytearray | memoryview) -> Any:
-    """Inverse of dumps; out-of-band buffers alias ``msg`` (no copy), so ``msg``
-    must be the caller's own.  A header that does not fit the message (corrupt)
-    raises ProtocolError."""
+def loads(msg: bytearray | memoryview, borrowed: bool = False) -> Any:
+    """Inverse of dumps.  Out-of-band buffers alias ``msg`` (no copy) unless ``borrowed``
+    (``msg`` is not the caller's to keep: they get a copy of the message of their own).  A
+    header that does not fit the message (corrupt) raises ProtocolError."""
     mv = memoryview(msg)
+    size = mv.nbytes
+    if size >= _HDR_IN_BAND.size:
+        magic, nbuf, stream = _HDR_IN_BAND.unpack_from(mv)
+        if nbuf == 0 and magic == MAGIC:  # the common message: the stream alone
+            end = _HDR_IN_BAND.size + stream
+            if end > size:
+                raise ProtocolError(f"truncated object message: needs {end} bytes, got {size}")
+            return pickle.loads(mv[_HDR_IN_BAND.size:end])
     nbuf = out_of_band_count(mv)
+    if nbuf and borrowed:
+        mv = memoryview(bytearray(mv))
     pos = _HDR.size + 8 * (nbuf + 1)
     if len(mv) < pos:
         raise ProtocolError(f"corrupt object message: its header announces {nbuf} out-of-band "
