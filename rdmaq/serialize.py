@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import ProtocolError
 
@@ -91,10 +91,9 @@ class _Parts:
         return n
 
 
-@dataclass(frozen=True)
-class Pickled:
+class Pickled(NamedTuple):
     """One object, pickled: the stream (in pieces, large bytes by reference) and its
-    out-of-band buffers (views of the sender's memory)."""
+    out-of-band buffers (views of the sender's memory).  (A tuple: made for every message.)"""
 
     stream: list[Buffer]
     stream_bytes: int
