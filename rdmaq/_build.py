@@ -60,14 +60,15 @@ def _cdef(header):
 
 
 def _sanitize_flags():
-    # RDMAQ_SANITIZE=address,undefined builds an instrumented extension.
-    s = os.environ.get("RDMAQ_SANITIZE")
+    # RDMAQ_SANITIZE=address,undefined builds an instrumented extension.  Stripped by hand
+    # (a blank value is unset, as rdmaq/settings.py reads it): setup.py loads this file alone.
+    s = os.environ.get("RDMAQ_SANITIZE", "").strip()
     return [f"-fsanitize={s}", "-fno-omit-frame-pointer"] if s else []
 
 
 def verbs_skip_reason():
     """None when the verbs extension can be built here, else why it is not."""
-    if os.environ.get("RDMAQ_NO_VERBS") == "1":
+    if os.environ.get("RDMAQ_NO_VERBS", "").strip() == "1":
         return "RDMAQ_NO_VERBS=1 is set"
     if not any(os.path.exists(os.path.join(d, "infiniband", "verbs.h")) for d in VERBS_INCLUDE_DIRS):
         return (f"libibverbs headers not found (no infiniband/verbs.h in {', '.join(VERBS_INCLUDE_DIRS)}): "

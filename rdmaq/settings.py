@@ -193,18 +193,26 @@ def default(name: str) -> Any:
     return BY_NAME[name].default
 
 
+def stripped(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The variable's text without surrounding whitespace; None when unset, empty or
+    whitespace.  For a reader that parses the text itself: a blank value is unset there too."""
+    BY_NAME[name]  # KeyError: a name missing from the table is a bug here
+    raw = (os.environ if environ is None else environ).get(name)
+    return raw.strip() or None if raw is not None else None
+
+
 def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """The variable's value from ``environ`` (default os.environ), parsed; its default when
     unset, empty or whitespace.  ValueError naming the variable when its value is bad."""
     s = BY_NAME[name]  # KeyError: a name missing from the table is a bug here
-    raw = (os.environ if environ is None else environ).get(name)
-    if raw is None or not raw.strip():
+    text = stripped(name, environ)
+    if text is None:
         return s.default
     try:
-        return s.parse(raw.strip())
+        return s.parse(text)
     except ValueError:
+        raw = (os.environ if environ is None else environ)[name]
         raise ValueError(f"environment variable {name} must be {s.allowed}, got {raw!r}") from None
-
 
 
 def check_environment(environ: Mapping[str, str] | None = None) -> None:

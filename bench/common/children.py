@@ -11,6 +11,8 @@ import time
 import traceback
 from multiprocessing.connection import wait as mp_wait
 
+from rdmaq import settings
+
 
 def pin(cpus) -> None:
     if cpus:
@@ -33,7 +35,7 @@ def send_failure(conn) -> None:
     if isinstance(e, SystemExit):  # stopped by the parent: nothing to report
         raise e
     text = f"{type(e).__name__}: {e}"
-    if os.environ.get("RDMAQ_TRACEBACK") == "1":
+    if settings.stripped("RDMAQ_TRACEBACK") == "1":
         text = traceback.format_exc()
         sys.stderr.write(text)
     try:

@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+from rdmaq import settings
+
 # vLLM executor defaults (vllm/envs.py VLLM_MQ_MAX_CHUNK_BYTES_MB, multiproc_executor.py)
 VLLM_MAX_CHUNK_BYTES = 16 * 1024 * 1024
 VLLM_MAX_CHUNKS = 10
@@ -277,8 +279,9 @@ CACHE_ENV = "RDMAQ_BENCH_CACHE"
 
 
 def _cache_dir() -> str:
-    if os.environ.get(CACHE_ENV):
-        return os.environ[CACHE_ENV]
+    cache = settings.stripped(CACHE_ENV)  # blank: unset
+    if cache:
+        return cache
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "rdmaq-bench")
 

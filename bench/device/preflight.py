@@ -200,6 +200,8 @@ def engine_config(serve_args: list[str]) -> dict:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.plugins import load_general_plugins
 
+    from rdmaq.vllm.plugin import choice_from_env
+
     load_general_plugins()
     args = serve_parser().parse_args(["serve", *serve_args])
     if getattr(args, "model_tag", None):
@@ -214,8 +216,7 @@ def engine_config(serve_args: list[str]) -> dict:
             "async_scheduling": cfg.scheduler_config.async_scheduling,
             "model_runner": "v2" if cfg.use_v2_model_runner else "v1",
             "kv_cache_memory_bytes": cfg.cache_config.kv_cache_memory_bytes,
-            "distributed_ipc": os.environ.get("RDMAQ_DISTRIBUTED_IPC",
-                                                          os.environ.get("VLLM_DISTRIBUTED_IPC", "shm"))}
+            "distributed_ipc": choice_from_env() or "shm"}
 
 
 def runtime_objects(cfg: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@
  * tagged with its pid and a child opens its own.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,9 @@ static uint32_t env_u32(const char *name, uint32_t def, uint32_t lo, uint32_t hi
 	if (!s || !*s)
 		return def;
 	v = strtoul(s, &end, 10);
+	/* Surrounding whitespace is no part of the value, as rdmaq/settings.py reads it. */
+	while (isspace((unsigned char)*end))
+		end++;
 	if (*end || v < lo || v > hi)
 		return def;
 	return (uint32_t)v;

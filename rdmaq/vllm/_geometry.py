@@ -14,7 +14,7 @@ only needs to hold a few steps' worth of messages:
 
 from __future__ import annotations
 
-import os
+from .. import settings
 
 MIN_SLOT = 4 * 1024
 MAX_SLOT = 64 * 1024
@@ -22,7 +22,7 @@ DEFAULT_RING_BYTES = 4 * 1024 * 1024
 
 
 def _env_ring_bytes() -> int:
-    raw = os.environ.get("RDMAQ_VLLM_RING_BYTES")
+    raw = settings.stripped("RDMAQ_VLLM_RING_BYTES")  # blank: unset
     if raw is None:
         return DEFAULT_RING_BYTES
     try:

@@ -27,6 +27,8 @@ import time
 import weakref
 from typing import Any
 
+from .. import settings
+
 logger = logging.getLogger("vllm.rdmaq")
 
 ENV_DIR = "RDMAQ_VLLM_STATS_DIR"
@@ -39,7 +41,7 @@ _ids = itertools.count()
 
 
 def _interval() -> float:
-    raw = os.environ.get(ENV_INTERVAL, "1")
+    raw = settings.stripped(ENV_INTERVAL) or "1"  # blank: unset
     try:
         return max(0.0, float(raw))
     except ValueError:
@@ -53,7 +55,7 @@ class QueueStats:
         self.messages = 0
         self.bytes = 0
         self._mq = weakref.ref(mq)
-        self._dir = os.environ.get(ENV_DIR) or None
+        self._dir = settings.stripped(ENV_DIR)
         self._path = None
         self._flushed = -1
         self._final_done = False
@@ -138,7 +140,7 @@ def track(mq: Any) -> None:
     """Remember ``mq``: a daemon thread rewrites its stats file while messages
     flow, and exit hooks write the final numbers."""
     global _hooks_pid
-    if not os.environ.get(ENV_DIR):
+    if not settings.stripped(ENV_DIR):
         return
     with _lock:
         _live.add(mq)

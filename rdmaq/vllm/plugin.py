@@ -102,9 +102,11 @@ def supported_vllm() -> bool:
 
 def register() -> None:
     """vLLM general-plugin hook; idempotent and safe to call in any process."""
+    from .. import settings
+
     _check_settings()
     _register_queue()
-    if os.environ.get(BENCH_STEPTIME_ENV):
+    if settings.stripped(BENCH_STEPTIME_ENV):
         _register_step_timing()
 
 
@@ -178,9 +180,12 @@ def _say_if_no_device() -> None:
 def choice_from_env() -> str | None:
     """The queue the environment chose: RDMAQ_DISTRIBUTED_IPC, else its old name (exported
     under the new one, so that this process alone says so), else None."""
-    value = os.environ.get(ENV)
-    if value is None and OLD_ENV in os.environ:
-        value = os.environ[ENV] = os.environ[OLD_ENV]
+    from .. import settings
+
+    value = settings.stripped(ENV)  # blank: unset, as every RDMAQ_* variable
+    old = os.environ.get(OLD_ENV, "").strip()
+    if value is None and old:
+        value = os.environ[ENV] = old
         logger.warning(
             "rdmaq vLLM plugin: %s=%s is read as %s=%s (its new name); vLLM's \"Unknown vLLM "
             "environment variable detected: %s\" is about it and expected: set %s instead",

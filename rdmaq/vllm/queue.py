@@ -39,7 +39,7 @@ from vllm.distributed.device_communicators import shm_broadcast as _sb
 from vllm.distributed.utils import StatelessProcessGroup
 
 import rdmaq
-from rdmaq import serialize
+from rdmaq import serialize, settings
 from rdmaq.queue import _timeout_ns
 
 from . import _stats
@@ -128,8 +128,9 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
             n_local_reader,
             local_reader_ranks,
             remote_reader_ranks,
-            remote_mode=os.environ.get("RDMAQ_VLLM_REMOTE", "auto"),
-            transport=os.environ.get("RDMAQ_VLLM_TRANSPORT", "auto"),
+            # a blank value is unset (rdmaq/settings.py); place() names a bad one
+            remote_mode=settings.stripped("RDMAQ_VLLM_REMOTE") or "auto",
+            transport=settings.stripped("RDMAQ_VLLM_TRANSPORT") or "auto",
             rdma_active=rdma_device_active,
         )
         if enable_shm_tensor_arena:

@@ -256,6 +256,52 @@ static void test_each_thread_is_judged_by_its_own_schedstat(void)
 	CHECK(busy_free == 0);
 }
 
+/*
+ * Judged from exactly RDMAQ_BUSY_MIN_SEEN_NS runnable since the last verdict; a
+ * nanosecond less keeps the last verdict.
+ */
+static void test_judged_from_exactly_the_least_runnable_time(void)
+{
+	int64_t now = 200000 * MS;
+
+	crowded = 1;
+	ran += 100 * MS;
+	CHECK(!rdmaq_cpu_busy(now)); /* free, and the baseline for what follows */
+	now += RDMAQ_BUSY_PERIOD_NS;
+	ran += RDMAQ_BUSY_MIN_SEEN_NS / 2, delayed += RDMAQ_BUSY_MIN_SEEN_NS / 2 - 1;
+	CHECK(!rdmaq_cpu_busy(now)); /* half of it waited, but a nanosecond short of judging */
+	now += RDMAQ_BUSY_PERIOD_NS;
+	delayed += 1;
+	CHECK(rdmaq_cpu_busy(now)); /* exactly enough seen: busy */
+}
+
+/* A thread that starts while another is held busy starts free: the verdict, its hold
+ * and its baseline are each thread's own. */
+static void *fresh_thread(void *arg)
+{
+	bool *busy = arg;
+
+	crowded = 1;
+	ran = 10 * US; /* too little seen to judge */
+	*busy = rdmaq_cpu_busy(300000 * MS);
+	return NULL;
+}
+
+static void test_a_new_thread_is_free_while_another_is_held_busy(void)
+{
+	int64_t now = 300000 * MS;
+	bool fresh_busy = true;
+	pthread_t t;
+
+	crowded = 1;
+	ran += 1 * MS, delayed += 3 * MS;
+	CHECK(rdmaq_cpu_busy(now)); /* this thread: busy, and held */
+	CHECK(pthread_create(&t, NULL, fresh_thread, &fresh_busy) == 0);
+	pthread_join(t, NULL);
+	CHECK(!fresh_busy);
+	CHECK(rdmaq_cpu_busy(now + 1)); /* still held here */
+}
+
 int main(void)
 {
 	test_the_verdict_is_the_share_of_runnable_time_spent_waiting();
@@ -268,5 +314,7 @@ int main(void)
 	test_an_unreadable_schedstat_is_free();
 	test_an_unreadable_schedstat_frees_a_preempted_thread_after_its_hold();
 	test_each_thread_is_judged_by_its_own_schedstat();
+	test_judged_from_exactly_the_least_runnable_time();
+	test_a_new_thread_is_free_while_another_is_held_busy();
 	return check_report("busy");
 }

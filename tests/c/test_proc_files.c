@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -115,6 +116,38 @@ static void test_crowded_is_more_running_tasks_than_cpus_this_thread_may_use(voi
 	CHECK(rdmaq_cpus_crowded() >= 0); /* the real file is read */
 }
 
+/*
+ * At the edge: as many running tasks as CPUs this thread may use is not crowded, one
+ * more is; the CPUs counted are this thread's (its affinity), not the machine's.
+ */
+static void test_crowded_starts_at_one_task_more_than_this_thread_s_cpus(void)
+{
+	cpu_set_t all, one;
+	char line[64];
+	int cpus, first = 0;
+
+	CHECK(sched_getaffinity(0, sizeof(all), &all) == 0);
+	cpus = CPU_COUNT(&all);
+	snprintf(line, sizeof(line), "1.00 1.00 1.00 %d/345 6789\n", cpus);
+	stand_in_holds(line);
+	CHECK(rdmaq_cpus_crowded() == 0);
+	snprintf(line, sizeof(line), "1.00 1.00 1.00 %d/345 6789\n", cpus + 1);
+	stand_in_holds(line);
+	CHECK(rdmaq_cpus_crowded() == 1);
+	/* pinned to one CPU: two running tasks are a crowd, whatever the machine has */
+	while (!CPU_ISSET(first, &all))
+		first++;
+	CPU_ZERO(&one);
+	CPU_SET(first, &one);
+	CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
+	stand_in_holds("1.00 1.00 1.00 2/345 6789\n");
+	CHECK(rdmaq_cpus_crowded() == 1);
+	stand_in_holds("1.00 1.00 1.00 1/345 6789\n");
+	CHECK(rdmaq_cpus_crowded() == 0);
+	CHECK(sched_setaffinity(0, sizeof(all), &all) == 0);
+	stand_in = NULL;
+}
+
 int main(void)
 {
 	int fd = mkstemp(file);
@@ -127,6 +160,7 @@ int main(void)
 	test_a_start_time_that_cannot_be_read_is_0();
 	test_a_schedstat_that_cannot_be_read_is_none();
 	test_crowded_is_more_running_tasks_than_cpus_this_thread_may_use();
+	test_crowded_starts_at_one_task_more_than_this_thread_s_cpus();
 	unlink(file);
 	return check_report("proc_files");
 }

@@ -7,7 +7,8 @@
  * is owed and after it went out, an ABORT where a message would start, credit
  * returned in batches, a reader dropped twice, a sleeper other than reader 0,
  * a writer created while errno says EEXIST, a segment made under the name of
- * a writer after it unlinked it.
+ * a writer after it unlinked it; the try calls at every edge of their checks
+ * (room, ring size, a put or recv left mid-message, the caller's buffer).
  * One thread, the shm transport; a writer's ops are swapped for a copy where
  * a transport behaviour (a dead reader, a credit fetch) must be made up.
  */
@@ -588,8 +589,207 @@ static void test_a_reader_closed_and_gone_before_ready_does_not_fail_the_writer(
 	rdmaq_writer_destroy(w);
 }
 
+/*
+ * ring.c's try calls never wait: each answers -EAGAIN at once where the call that may
+ * wait would have to, at every edge of its checks (the room left, the ring's size, a
+ * put or a recv left mid-message, a message longer than the caller's buffer), and
+ * counts `immediate` only when it did the work.  An alarm ends the test binary if one
+ * waits (a try call waits with no deadline: for ever).
+ */
+static struct rdmaq_iovec bytes_iov(uint64_t len)
+{
+	static char payload[8 * 1024];
+
+	return (struct rdmaq_iovec){ .base = payload, .len = len };
+}
+
+static uint64_t immediate(struct rdmaq_writer *w, struct rdmaq_reader *r)
+{
+	struct rdmaq_stats s;
+
+	if (w)
+		rdmaq_writer_stats(w, &s);
+	else
+		rdmaq_reader_stats(r, &s);
+	return s.immediate;
+}
+
+static void test_try_put_takes_exactly_the_room_left_and_not_a_record_more(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char buf[8 * 1024];
+	struct rdmaq_iovec iov;
+	uint64_t len, payload;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	payload = w->payload;
+	iov = bytes_iov(1);
+	CHECK(rdmaq_writer_try_put(w, &iov, 1) == 0); /* one slot taken, three free */
+	iov = bytes_iov(3 * payload + 1);	      /* four records */
+	CHECK(rdmaq_writer_try_put(w, &iov, 1) == -EAGAIN);
+	iov = bytes_iov(3 * payload); /* three: exactly the room left */
+	CHECK(rdmaq_writer_try_put(w, &iov, 1) == 0);
+	iov = bytes_iov(0); /* even an empty message needs a slot */
+	CHECK(rdmaq_writer_try_put(w, &iov, 1) == -EAGAIN);
+	CHECK(immediate(w, NULL) == 2);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 3 * payload);
+	shm_unpair(w, r);
+}
+
+/* A message of the whole ring is a try_put's; one byte more streams, so it is not. */
+static void test_try_put_takes_a_message_of_the_whole_ring_and_not_a_byte_more(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char buf[8 * 1024];
+	struct rdmaq_iovec iov;
+	uint64_t len;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	iov = bytes_iov(4 * (uint64_t)w->payload + 1);
+	CHECK(rdmaq_writer_try_put(w, &iov, 1) == -EAGAIN);
+	iov = bytes_iov(4 * (uint64_t)w->payload);
+	CHECK(rdmaq_writer_try_put(w, &iov, 1) == 0 && immediate(w, NULL) == 1);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 4 * w->payload);
+	shm_unpair(w, r);
+}
+
+/*
+ * A put left mid-message (interrupted, resumable): try_put declines, whatever the room,
+ * as it does while an ABORT is owed; the put that may wait abandons it, and the reader
+ * drops what it has of it and reads the next message.
+ */
+static void test_try_put_declines_while_a_put_is_left_mid_message(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char buf[8 * 1024];
+	struct rdmaq_iovec big = bytes_iov(2 * (uint64_t)base.slot_bytes), small = bytes_iov(1);
+	uint64_t len;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	/* a put of 3 records interrupted before its first went out (-EINTR keeps it) */
+	w->put = (struct rdmaq_put_state){ .active = true, .total = big.len, .nrec = 3 };
+	CHECK(rdmaq_writer_try_put(w, &small, 1) == -EAGAIN);
+	CHECK(rdmaq_writer_resume(w, &big, 1, SEC) == 0); /* still resumable */
+	CHECK(rdmaq_writer_try_put(w, &small, 1) == 0);	  /* and once done, try_put works */
+	CHECK(immediate(w, NULL) == 1);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == big.len);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1);
+	shm_unpair(w, r);
+}
+
+/* try_recv takes a one-record message of up to its buffer's size; one byte longer is
+ * left where it is for recv, which says how long it is. */
+static void test_try_recv_takes_a_message_of_exactly_its_buffer_and_not_a_byte_more(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char buf[1024];
+	struct rdmaq_iovec iov = bytes_iov(100);
+	uint64_t len = 0;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	CHECK(rdmaq_reader_try_recv(r, buf, 99, &len) == -EAGAIN);
+	CHECK(immediate(NULL, r) == 0);
+	CHECK(rdmaq_reader_try_recv(r, buf, 100, &len) == 0 && len == 100);
+	CHECK(rdmaq_reader_try_recv(r, buf, 101, &len) == 0 && len == 100);
+	CHECK(immediate(NULL, r) == 2);
+	CHECK(rdmaq_reader_try_recv(r, buf, sizeof(buf), &len) == -EAGAIN); /* none left */
+	shm_unpair(w, r);
+}
+
+/*
+ * A recv left mid-message by its timeout, then the writer gives that message up and
+ * sends a short one: try_recv declines (the message in progress is recv's to finish),
+ * and recv drops the abandoned one and returns the short one.  Were try_recv to skip
+ * the ABORT itself, recv would find a new message mid-message (-EBADMSG).
+ */
+static void test_try_recv_declines_while_a_recv_is_left_mid_message(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char buf[8 * 1024];
+	struct rdmaq_iovec big = bytes_iov(8 * 1024), small = bytes_iov(1);
+	uint64_t len = 0;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	CHECK(rdmaq_writer_put(w, &big, 1, 1000000) == -ETIMEDOUT); /* four records sent */
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 1000000) == -ETIMEDOUT);
+	CHECK(rdmaq_writer_put(w, &small, 1, SEC) == 0); /* the ABORT, then the message */
+	CHECK(rdmaq_reader_try_recv(r, buf, sizeof(buf), &len) == -EAGAIN);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == -ECONNABORTED);
+	CHECK(rdmaq_reader_try_recv(r, buf, sizeof(buf), &len) == 0 && len == 1);
+	CHECK(immediate(NULL, r) == 1);
+	shm_unpair(w, r);
+}
+
+/* An ABORT before a message the reader never started: try_recv steps over it and
+ * takes the message after it. */
+static void test_try_recv_steps_over_an_abort_to_the_message_after_it(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	struct rdmaq_iovec iov = { .base = "z", .len = 1 };
+	char buf[16];
+	uint64_t len = 0;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	w->abort_pending = true;
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	CHECK(rdmaq_reader_try_recv(r, buf, sizeof(buf), &len) == 0 && len == 1 && buf[0] == 'z');
+	CHECK(rdmaq_reader_try_recv(r, buf, sizeof(buf), &len) == -EAGAIN);
+	shm_unpair(w, r);
+}
+
+/* A message of several records, all there, is recv's: try_recv takes one-record ones. */
+static void test_try_recv_leaves_a_message_of_several_records_to_recv(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char buf[8 * 1024];
+	struct rdmaq_iovec iov;
+	uint64_t len = 0;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	iov = bytes_iov((uint64_t)w->payload + 1);
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	CHECK(rdmaq_reader_try_recv(r, buf, sizeof(buf), &len) == -EAGAIN);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == w->payload + 1);
+	iov = bytes_iov(w->payload);
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	CHECK(rdmaq_reader_try_recv(r, buf, sizeof(buf), &len) == 0 && len == w->payload);
+	shm_unpair(w, r);
+}
+
 int main(void)
 {
+	alarm(60); /* a try call that waits would wait for ever */
 	test_a_fork_child_counts_one_fork();
 	test_a_segment_that_cannot_be_mapped_fails_the_attach();
 	test_a_segment_that_cannot_be_statted_fails_the_attach();
@@ -610,5 +810,12 @@ int main(void)
 	test_schedstat_reads_through_descriptor_0();
 	test_schedstat_reads_the_whole_first_field();
 	test_a_reader_closed_and_gone_before_ready_does_not_fail_the_writer();
+	test_try_put_takes_exactly_the_room_left_and_not_a_record_more();
+	test_try_put_takes_a_message_of_the_whole_ring_and_not_a_byte_more();
+	test_try_put_declines_while_a_put_is_left_mid_message();
+	test_try_recv_takes_a_message_of_exactly_its_buffer_and_not_a_byte_more();
+	test_try_recv_declines_while_a_recv_is_left_mid_message();
+	test_try_recv_steps_over_an_abort_to_the_message_after_it();
+	test_try_recv_leaves_a_message_of_several_records_to_recv();
 	return check_report("ring_edges");
 }

@@ -2,9 +2,11 @@
 /*
  * The real reader of /proc/thread-self/schedstat (test_busy.c fakes it), built
  * with AddressSanitizer and UBSan, on a stack left dirty by an earlier call:
- * it reads the three counters, and they grow with the thread's CPU time.
+ * it reads the three counters, and they grow with the thread's CPU time; a second
+ * thread reads its own, not the main thread's.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -43,8 +45,44 @@ static void test_the_counters_are_read_and_grow_with_cpu_time(void)
 	CHECK(delayed1 >= delayed0 && slices1 >= slices0);
 }
 
+#define MS 1000000ULL
+
+struct counters {
+	uint64_t ran0, ran1;
+	bool read;
+};
+
+/* A second thread, while the main one waits for it: its counters start near 0 and grow
+ * with its CPU time; the main thread's (what /proc/self/schedstat says) do neither. */
+static void *burning_thread(void *arg)
+{
+	struct counters *c = arg;
+	uint64_t delayed, slices;
+
+	c->read = rdmaq_thread_schedstat(&c->ran0, &delayed, &slices);
+	burn_ms(40);
+	c->read = c->read && rdmaq_thread_schedstat(&c->ran1, &delayed, &slices);
+	return NULL;
+}
+
+static void test_a_second_thread_reads_its_own_counters(void)
+{
+	uint64_t main_ran = 0, delayed, slices;
+	struct counters c = { 0 };
+	pthread_t t;
+
+	burn_ms(60);
+	CHECK(rdmaq_thread_schedstat(&main_ran, &delayed, &slices));
+	CHECK(pthread_create(&t, NULL, burning_thread, &c) == 0);
+	pthread_join(t, NULL);
+	CHECK(c.read);
+	CHECK(c.ran0 < main_ran);	   /* a thread just started ran less than 60 ms */
+	CHECK(c.ran1 - c.ran0 >= 20 * MS); /* its own 40 ms (counted at ticks: 20 at least) */
+}
+
 int main(void)
 {
 	test_the_counters_are_read_and_grow_with_cpu_time();
+	test_a_second_thread_reads_its_own_counters();
 	return check_report("schedstat");
 }

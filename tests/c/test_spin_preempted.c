@@ -305,10 +305,45 @@ static void test_only_the_main_thread_returns_for_signal_handlers(void)
 	CHECK(on_other.ret == -ETIMEDOUT && on_other.blocks == 3);
 }
 
+/*
+ * Policy "auto"'s free spin that loses its CPU gives up and blocks, as the adaptive
+ * spin does; only the experiment free_spin_busy spins on through the preemption.
+ */
+static int free_spin_wait(bool spin_through)
+{
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+	int ret;
+
+	waiter_init(&wt);
+	wt.anticipate = false;
+	wt.spin_max_ns = wt.spin_ns = 0;
+	wt.free_spin_ns = 20000000U;
+	wt.free_spin_busy = spin_through;
+	frozen_ns = rdmaq_now_ns();
+	rdmaq_cadence_init(&cad);
+	for (int i = 12; i >= 0; i--) /* 1 ms apart, the last one now: the next is due */
+		rdmaq_cadence_observe(&cad, frozen_ns - i * 1000000LL, frozen_ns - i * 1000000LL);
+	msg = (struct message){ .lost_at = 10, .due = 200 }; /* the clock is read every 64 looks */
+	ret = rdmaq_wait_next(&wt, &cad, NULL, message_landed, &msg, -1);
+	frozen_ns = 0;
+	return ret;
+}
+
+static void test_a_free_spin_that_loses_its_cpu_blocks_unless_told_to_spin_through(void)
+{
+	CHECK(free_spin_wait(false) == 0);
+	CHECK(stats.preempted == 1 && busy_preempted_calls == 1);
+	CHECK(stats.spins == 0 && stats.sleeps == 1);
+	CHECK(free_spin_wait(true) == 0);
+	CHECK(stats.preempted == 1 && stats.spins == 1 && stats.sleeps == 0);
+}
+
 int main(void)
 {
 	test_a_spin_preempted_before_its_message_counts_a_preemption();
 	test_a_spin_preempted_then_finding_its_message_counts_a_spin();
+	test_a_free_spin_that_loses_its_cpu_blocks_unless_told_to_spin_through();
 	test_a_spin_found_after_exactly_the_gap_is_not_preempted();
 	test_a_deadline_at_clock_zero_has_passed();
 	test_a_message_found_at_the_peer_check_wins_over_a_dead_peer();

@@ -535,6 +535,36 @@ static void test_only_a_message_that_is_due_is_spun_for(void)
 	CHECK(stats.spins == 0 && stats.sleeps == 4);
 }
 
+/*
+ * The same with anticipation on (the library's default): a message that is due is
+ * spun for at once, never napped for; one further away is napped for, as policy
+ * "efficient" does; on a busy CPU the due one is blocked for, not spun or napped for.
+ */
+static void test_anticipation_on_spins_for_a_due_message_and_naps_for_a_far_one(void)
+{
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+	int64_t now = rdmaq_now_ns();
+
+	auto_waiter_init(&wt);
+	wt.anticipate = true;
+	cadence_until(&cad, 1000000LL, now); /* 1 ms apart: the next one is due */
+	one_paced_wait(&wt, &cad, 100000);
+	CHECK(stats.naps == 0 && stats.windows == 0 && stats.sleeps == 0);
+	if (!stats.preempted)
+		CHECK(stats.spins == 1 && wt.how == RDMAQ_HOW_SPIN);
+	cadence_until(&cad, 100000000LL, rdmaq_now_ns()); /* 100 ms apart: far */
+	memset(&stats, 0, sizeof(stats));
+	one_paced_wait(&wt, &cad, 0);
+	CHECK(stats.naps == 1);
+	cpu_busy = true;
+	memset(&stats, 0, sizeof(stats));
+	cadence_until(&cad, 1000000LL, rdmaq_now_ns());
+	one_paced_wait(&wt, &cad, 100000);
+	CHECK(stats.spins == 0 && stats.naps == 0 && stats.sleeps == 1 && stats.busy == 1);
+	cpu_busy = false;
+}
+
 int main(void)
 {
 	test_waits_that_block_shrink_the_spin_to_the_minimum();
@@ -555,5 +585,6 @@ int main(void)
 	test_a_free_cpu_spins_for_a_message_that_is_due();
 	test_a_busy_cpu_blocks_unless_told_to_spin();
 	test_only_a_message_that_is_due_is_spun_for();
+	test_anticipation_on_spins_for_a_due_message_and_naps_for_a_far_one();
 	return check_report("wait");
 }

@@ -322,7 +322,7 @@ if [[ ${#FAILED[@]} -eq 0 ]]; then
   stage "upstream MQ + executor tests" 900 run_upstream
   stage "test_queue.py, adapted, check, placement (vLLM 0.33)" 600 in_tests 600 \
     "$CACHE/venv-mq/bin/python" -m pytest -q -rsx -p no:cacheprovider test_queue.py \
-    test_upstream_adapted.py test_check.py test_placement.py test_adapter_edges.py \
+    test_upstream_adapted.py test_check.py test_placement.py test_adapter_edges.py test_adapter_readable.py \
     test_adapter_signals.py test_adapter_dead_peer.py
   for ver in "${SITE_VERSIONS[@]}"; do
     if stage "vLLM $ver alone (its site directory)" 1200 build_site "$ver" &&

@@ -882,3 +882,19 @@ def test_a_reader_says_at_debug_level_where_it_attached(caplog):
     finally:
         r.shutdown()
         w.shutdown()
+
+
+# ------------------------------------------------------------- blank settings
+@pytest.mark.parametrize("blank", ["", " ", "\t"], ids=repr)
+def test_blank_placement_and_ring_variables_are_unset(monkeypatch, blank):
+    """A blank RDMAQ_VLLM_REMOTE, RDMAQ_VLLM_TRANSPORT or RDMAQ_VLLM_RING_BYTES is unset, as
+    for every RDMAQ_* variable (rdmaq/settings.py): the queue is built with the defaults."""
+    for var in ("RDMAQ_VLLM_REMOTE", "RDMAQ_VLLM_TRANSPORT", "RDMAQ_VLLM_RING_BYTES"):
+        monkeypatch.setenv(var, blank)
+    w, r = _pair()
+    try:
+        w.enqueue("x")
+        assert r.dequeue(timeout=10) == "x"
+    finally:
+        r.shutdown()
+        w.shutdown()

@@ -8,7 +8,6 @@ IPv4 GID.
 """
 from __future__ import annotations
 
-import os
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -42,16 +41,6 @@ def process_id() -> bytes:
     b = ffi.new("uint8_t[16]")
     lib.rdmaq_verbs_process_id(b)
     return bytes(b)
-
-
-def env_int(name: str, default: int) -> int:
-    v = os.environ.get(name, "")
-    if not v:
-        return default
-    try:
-        return int(v)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, got {v!r}") from None
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,12 @@ the other side's C wait at once; TCP keep-alive covers a host that vanishes.
 """
 from __future__ import annotations
 
-import os
 import socket
 import time
 
 import zmq
 
-from .device import env_int
+from ... import settings
 from .wire import MAX_MESSAGE
 
 POLL_S = 0.1  # longest wait between checks of a deadline and the liveness socket
@@ -20,10 +19,7 @@ POLL_S = 0.1  # longest wait between checks of a deadline and the liveness socke
 
 def liveness_s() -> int:
     """How long a silent network path may last before its peer is declared unreachable."""
-    v = env_int("RDMAQ_VERBS_LIVENESS_S", 5)
-    if not 2 <= v <= 3600:
-        raise ValueError(f"RDMAQ_VERBS_LIVENESS_S must be in 2..3600 seconds, got {v}")
-    return v
+    return int(settings.value("RDMAQ_VERBS_LIVENESS_S"))
 
 
 def keepalive(sock: socket.socket) -> None:
@@ -43,7 +39,7 @@ def keepalive(sock: socket.socket) -> None:
 
 def bootstrap_ip(gid_ipv4: str | None, address: str | None) -> str:
     """Where readers reach the writer: the RoCE address, unless told otherwise."""
-    ip = address or os.environ.get("RDMAQ_VERBS_ADDR") or gid_ipv4
+    ip = address or settings.value("RDMAQ_VERBS_ADDR") or gid_ipv4
     if ip:
         return ip
     try:  # InfiniBand: GIDs carry no IP
