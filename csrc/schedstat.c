@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "schedstat.h"
@@ -52,4 +53,42 @@ int rdmaq_cpus_crowded(void)
 	if (cpus <= 0)
 		return -1;
 	return running > (unsigned int)cpus;
+}
+
+int64_t rdmaq_thread_preemptions(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru))
+		return -1;
+	return ru.ru_nivcsw;
+}
+
+/* Online CPUs, counted once per process (sysconf reads a sysfs file each time). */
+static long online_cpus(void)
+{
+	static long online;
+	long n = __atomic_load_n(&online, __ATOMIC_RELAXED);
+
+	if (n <= 0) {
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+		__atomic_store_n(&online, n, __ATOMIC_RELAXED);
+	}
+	return n;
+}
+
+int64_t rdmaq_cpus_idle_ns(void)
+{
+	char buf[128];
+	uint64_t sec;
+	unsigned int hundredths;
+	cpu_set_t set;
+
+	/* "50014.68 80092.75": up, and idle summed over every online CPU, in seconds. */
+	if (read_proc("/proc/uptime", buf, sizeof(buf)) <= 0 ||
+	    sscanf(buf, "%*s %" SCNu64 ".%2u", &sec, &hundredths) != 2 || hundredths > 99)
+		return -1;
+	if (sched_getaffinity(0, sizeof(set), &set) || CPU_COUNT(&set) < online_cpus())
+		return -1;
+	return (int64_t)sec * 1000000000LL + (int64_t)hundredths * 10000000LL;
 }

@@ -32,7 +32,7 @@
  *    shared two CPUs (docs/benchmarks.md).  With no message due, or a
  *    contended CPU, it waits as policy "efficient" (1-3) does.
  *
- * A spin that loses its CPU (a gap in the clock) stops spinning: under
+ * A spin that loses its CPU to another task (a gap in the clock; busy.h) stops spinning: under
  * contention spinning only burns the slice that blocking would keep.  On a
  * contended CPU (this thread's own run delay, busy.h) a wait does not spin
  * at all, unless the experiment busy_spin_ns gives it a fixed budget.
@@ -214,10 +214,10 @@ static int rdmaq_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, in
 		/* clock_gettime is ~20 ns: look at the clock every 64 rounds. */
 		if ((i & 63) == 0) {
 			now = rdmaq_now_ns();
-			if (now - last > RDMAQ_PREEMPT_GAP_NS) {
+			/* A gap no task here took (the host did) is no preemption: spin on. */
+			if (now - last > RDMAQ_PREEMPT_GAP_NS && rdmaq_cpu_busy_preempted(now)) {
 				*preempted = true;
 				wt->stats->preempted++;
-				rdmaq_cpu_busy_preempted(now);
 				return 0;
 			}
 			last = now;
@@ -233,10 +233,9 @@ static int rdmaq_spin(struct rdmaq_waiter *wt, rdmaq_cond_fn cond, void *arg, in
 	/* Found it, but maybe only after losing the CPU for a while: that
 	 * must count, or anticipation never learns it is being preempted. */
 	now = rdmaq_now_ns();
-	if (ret > 0 && now - last > RDMAQ_PREEMPT_GAP_NS) {
+	if (ret > 0 && now - last > RDMAQ_PREEMPT_GAP_NS && rdmaq_cpu_busy_preempted(now)) {
 		*preempted = true;
 		wt->stats->preempted++;
-		rdmaq_cpu_busy_preempted(now);
 	}
 	return ret;
 }

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * busy.c: a thread is busy when it waited for a CPU more than an eighth of
- * the time it was runnable, judged from its own schedstat, and more tasks
- * were runnable than CPUs it may use.  Linked with this file's
- * rdmaq_thread_schedstat() and rdmaq_cpus_crowded(), per thread, so the
- * tests choose what the scheduler did; the clock is passed in, so nothing
- * is timed.
+ * the time it was runnable, judged from its own schedstat, and its CPUs were
+ * short of idle time meanwhile (or, that unknown, more tasks were runnable
+ * than CPUs it may use).  Linked with this file's rdmaq_thread_schedstat(),
+ * rdmaq_cpus_crowded(), rdmaq_cpus_idle_ns() and rdmaq_thread_preemptions(),
+ * per thread, so the tests choose what the scheduler did; the clock is passed
+ * in, so nothing is timed.
  */
 #include <pthread.h>
 
@@ -16,8 +17,10 @@
 /* What the fakes say, per thread (the verdict is per thread). */
 static __thread uint64_t ran, delayed, slices;
 static __thread int looks, crowd_looks;
-static __thread bool unreadable; /* the fake schedstat cannot be read */
-static __thread int crowded = 1; /* what rdmaq_cpus_crowded() says */
+static __thread bool unreadable;	  /* the fake schedstat cannot be read */
+static __thread int crowded = 1;	  /* what rdmaq_cpus_crowded() says */
+static __thread int64_t idle = -1;	  /* what rdmaq_cpus_idle_ns() says (-1: unknown) */
+static __thread int64_t preemptions = -1; /* rdmaq_thread_preemptions() (-1: unknown) */
 
 bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns, uint64_t *slices_run)
 {
@@ -34,6 +37,16 @@ int rdmaq_cpus_crowded(void)
 {
 	crowd_looks++;
 	return crowded;
+}
+
+int64_t rdmaq_cpus_idle_ns(void)
+{
+	return idle;
+}
+
+int64_t rdmaq_thread_preemptions(void)
+{
+	return preemptions;
 }
 
 static int say_crowded(void)
@@ -216,6 +229,114 @@ static void test_an_unreadable_schedstat_frees_a_preempted_thread_after_its_hold
 	unreadable = false;
 }
 
+/*
+ * With the CPUs' idle time known, it tells a VM's wake-ups from contention, and the
+ * running count is not asked: the idle 2-core VM, each period a sixth of the reader's
+ * runnable time spent waiting for its vCPU, its CPUs idle 1.5 CPUs' worth, is never
+ * busy, though the count says crowded; when hogs keep both CPUs, it is at once.
+ */
+static void test_idle_cpus_tell_a_wake_up_from_contention(void)
+{
+	int64_t now = 200000 * MS;
+	int i, busy = 0;
+
+	crowded = 1;
+	crowd_looks = 0;
+	idle = 1000 * MS;
+	ran += 10 * MS;
+	CHECK(!rdmaq_cpu_busy(now)); /* the idle time's first look */
+	for (i = 0; i < 50; i++) {
+		now += RDMAQ_BUSY_PERIOD_NS;
+		ran += 1 * MS, delayed += 2 * MS;
+		idle += RDMAQ_BUSY_PERIOD_NS * 3 / 2;
+		busy += rdmaq_cpu_busy(now);
+	}
+	CHECK(busy == 0);
+	now += RDMAQ_BUSY_PERIOD_NS;
+	ran += 1 * MS, delayed += 2 * MS; /* the same waits, no CPU idle */
+	CHECK(rdmaq_cpu_busy(now));
+	CHECK(crowd_looks == 0);
+	idle = -1;
+}
+
+/*
+ * The line is half a CPU idle on average since the last verdict: half is not
+ * crowded, a nanosecond less is.
+ */
+static void test_half_a_cpu_idle_is_not_crowded_less_is(void)
+{
+	int64_t now = 300000 * MS;
+
+	idle = 5000 * MS;
+	ran += 10 * MS;
+	CHECK(!rdmaq_cpu_busy(now));
+	now += RDMAQ_BUSY_PERIOD_NS;
+	ran += 1 * MS, delayed += 2 * MS;
+	idle += RDMAQ_BUSY_PERIOD_NS / 2;
+	CHECK(!rdmaq_cpu_busy(now));
+	now += RDMAQ_BUSY_PERIOD_NS;
+	ran += 1 * MS, delayed += 2 * MS;
+	idle += RDMAQ_BUSY_PERIOD_NS / 2 - 1;
+	CHECK(rdmaq_cpu_busy(now));
+	idle = -1;
+}
+
+/*
+ * Idle time unknown at either end of the period, or running backwards: the running
+ * count decides, as it did alone.
+ */
+static void test_idle_time_unknown_at_either_end_leaves_the_running_count(void)
+{
+	int64_t now = 400000 * MS;
+
+	ran += 10 * MS;
+	CHECK(!rdmaq_cpu_busy(now)); /* a start with the idle time unknown */
+	now += RDMAQ_BUSY_PERIOD_NS;
+	crowded = 0, crowd_looks = 0;
+	idle = 7000 * MS; /* known now, not at the start: the count says */
+	ran += 1 * MS, delayed += 2 * MS;
+	CHECK(!rdmaq_cpu_busy(now) && crowd_looks == 1);
+	now += RDMAQ_BUSY_PERIOD_NS;
+	crowded = 1;
+	idle -= 10 * MS; /* backwards */
+	ran += 1 * MS, delayed += 2 * MS;
+	CHECK(rdmaq_cpu_busy(now) && crowd_looks == 2);
+	now += RDMAQ_BUSY_HOLD_NS;
+	idle = -1; /* unknown now */
+	crowded = 0;
+	ran += 1 * MS, delayed += 2 * MS;
+	CHECK(!rdmaq_cpu_busy(now) && crowd_looks == 3);
+}
+
+/*
+ * A gap in a spin is a preemption only if the thread was switched out involuntarily
+ * since the last look: without, the host took the vCPU, the thread stays free and the
+ * spin goes on; with one, or the count unknown, it is busy for the hold.
+ */
+static void test_a_gap_with_no_involuntary_switch_is_the_host_s(void)
+{
+	int64_t now = 500000 * MS;
+
+	preemptions = 5;
+	ran += 10 * MS;
+	CHECK(!rdmaq_cpu_busy(now)); /* a look: 5 switches so far */
+	CHECK(!rdmaq_cpu_busy_preempted(now + 1));
+	CHECK(!rdmaq_cpu_busy(now + 2));
+	preemptions = 6;
+	CHECK(rdmaq_cpu_busy_preempted(now + 3));
+	CHECK(rdmaq_cpu_busy(now + 4));
+	/* The next gap with no new switch is the host's; the hold stands. */
+	CHECK(!rdmaq_cpu_busy_preempted(now + 5));
+	CHECK(rdmaq_cpu_busy(now + 3 + RDMAQ_BUSY_HOLD_NS - 1));
+	ran += 100 * MS;
+	now += 3 + RDMAQ_BUSY_HOLD_NS;
+	CHECK(!rdmaq_cpu_busy(now));
+	preemptions = -1; /* unknown: every gap is a preemption */
+	CHECK(rdmaq_cpu_busy_preempted(now + 1));
+	CHECK(rdmaq_cpu_busy_preempted(now + 2));
+	CHECK(rdmaq_cpu_busy(now + 3));
+}
+
 /* The verdict is each thread's own: one thread waiting behind hogs makes no other busy. */
 static void *free_thread(void *arg)
 {
@@ -313,6 +434,10 @@ int main(void)
 	test_the_verdict_after_a_hold_starts_at_the_preemption();
 	test_an_unreadable_schedstat_is_free();
 	test_an_unreadable_schedstat_frees_a_preempted_thread_after_its_hold();
+	test_idle_cpus_tell_a_wake_up_from_contention();
+	test_half_a_cpu_idle_is_not_crowded_less_is();
+	test_idle_time_unknown_at_either_end_leaves_the_running_count();
+	test_a_gap_with_no_involuntary_switch_is_the_host_s();
 	test_each_thread_is_judged_by_its_own_schedstat();
 	test_judged_from_exactly_the_least_runnable_time();
 	test_a_new_thread_is_free_while_another_is_held_busy();

@@ -2,8 +2,8 @@
 /*
  * busy.c after a spin lost its CPU (rdmaq_cpu_busy_preempted): the next verdict
  * weighs only what came after the preemption.  Linked
- * with this file's rdmaq_thread_schedstat(), so the test chooses what the
- * scheduler did; the clock is passed in, so nothing is timed.
+ * with this file's rdmaq_thread_schedstat() and the other readers of schedstat.h,
+ * so the test chooses what the scheduler did; the clock is passed in, so nothing is timed.
  */
 #include "busy.h"
 #include "check.h"
@@ -22,6 +22,16 @@ bool rdmaq_thread_schedstat(uint64_t *ran_ns, uint64_t *delayed_ns, uint64_t *sl
 int rdmaq_cpus_crowded(void)
 {
 	return 1; /* others are runnable: the delay decides */
+}
+
+int64_t rdmaq_cpus_idle_ns(void)
+{
+	return -1; /* unknown: the running count says */
+}
+
+int64_t rdmaq_thread_preemptions(void)
+{
+	return -1; /* unknown: every gap is a preemption */
 }
 
 #define MS 1000000LL

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The readers of /proc files, on files they cannot use: schedstat.c's (the
- * thread's schedstat, the running count of /proc/loadavg) and shm_proc.c's (a process's start time).  Linked with
+ * thread's schedstat, the running count of /proc/loadavg, the idle time of /proc/uptime) and shm_proc.c's (a process's start time).  Linked with
  * --wrap=open: while `stand_in` is set, the /proc file opens as that file of
  * the test's instead, so each test chooses what the reader finds.
  */
@@ -148,6 +148,49 @@ static void test_crowded_starts_at_one_task_more_than_this_thread_s_cpus(void)
 	stand_in = NULL;
 }
 
+/*
+ * The CPUs' idle time is /proc/uptime's second field, seconds and hundredths, in ns;
+ * a file that does not say is "unknown" (-1), and so is the sum of every online CPU's
+ * idle time for a thread that may use only some of them.
+ */
+static void test_idle_time_is_uptime_s_second_field_for_a_thread_on_every_cpu(void)
+{
+	cpu_set_t set, one;
+	bool every_cpu = !sched_getaffinity(0, sizeof(set), &set) &&
+			 CPU_COUNT(&set) >= sysconf(_SC_NPROCESSORS_ONLN);
+
+	stand_in_holds("50014.68 80092.05\n");
+	CHECK(rdmaq_cpus_idle_ns() == (every_cpu ? 80092050000000LL : -1));
+	stand_in = "/nonexistent/rdmaq-uptime";
+	CHECK(rdmaq_cpus_idle_ns() == -1);
+	stand_in_holds("");
+	CHECK(rdmaq_cpus_idle_ns() == -1);
+	stand_in_holds("50014.68\n");
+	CHECK(rdmaq_cpus_idle_ns() == -1);
+	stand_in_holds("50014.68 x.05\n");
+	CHECK(rdmaq_cpus_idle_ns() == -1);
+	stand_in = NULL;
+	CHECK(rdmaq_cpus_idle_ns() >= (every_cpu ? 0 : -1)); /* the real file is read */
+	if (!every_cpu || CPU_COUNT(&set) < 2)
+		return;
+	/* On one CPU of several, the machine's idle time says nothing of this thread's. */
+	CPU_ZERO(&one);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &set)) {
+			CPU_SET(cpu, &one);
+			break;
+		}
+	CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
+	CHECK(rdmaq_cpus_idle_ns() == -1);
+	CHECK(sched_setaffinity(0, sizeof(set), &set) == 0);
+}
+
+/* The thread's involuntary switches: a count, never negative, on Linux. */
+static void test_preemptions_are_counted(void)
+{
+	CHECK(rdmaq_thread_preemptions() >= 0);
+}
+
 int main(void)
 {
 	int fd = mkstemp(file);
@@ -161,6 +204,8 @@ int main(void)
 	test_a_schedstat_that_cannot_be_read_is_none();
 	test_crowded_is_more_running_tasks_than_cpus_this_thread_may_use();
 	test_crowded_starts_at_one_task_more_than_this_thread_s_cpus();
+	test_idle_time_is_uptime_s_second_field_for_a_thread_on_every_cpu();
+	test_preemptions_are_counted();
 	unlink(file);
 	return check_report("proc_files");
 }

@@ -29,11 +29,13 @@ bool rdmaq_cpu_busy(int64_t now_ns)
 }
 
 static int busy_preempted_calls; /* what the spin told busy.c */
+static bool host_took_it;	 /* busy.c's answer: no task here took the CPU */
 
-void rdmaq_cpu_busy_preempted(int64_t now_ns)
+bool rdmaq_cpu_busy_preempted(int64_t now_ns)
 {
 	(void)now_ns;
 	busy_preempted_calls++;
+	return !host_took_it;
 }
 
 /* At look `lost_at` the thread loses its CPU (the clock jumps); the message is
@@ -73,6 +75,7 @@ static void waiter_init(struct rdmaq_waiter *wt)
 	wt->slice.want_ns = 0; /* leave the scheduler alone */
 	wt->spin_ns = SPIN_MAX_NS;
 	busy_preempted_calls = 0;
+	host_took_it = false;
 }
 
 /*
@@ -126,6 +129,33 @@ static void test_a_spin_found_after_exactly_the_gap_is_not_preempted(void)
 	CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
 	frozen_ns = 0;
 	CHECK(stats.preempted == 0 && busy_preempted_calls == 0);
+	CHECK(stats.spins == 1 && stats.sleeps == 0);
+}
+
+/*
+ * A gap in the clock that no task here took (the host ran something else on
+ * the vCPU) is no preemption: the spin goes on and finds its message, with
+ * nothing counted and its budget kept; the same gap found with the message.
+ */
+static void test_a_gap_the_host_took_is_no_preemption(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	host_took_it = true;
+	msg = (struct message){ .lost_at = 10, .due = 200 }; /* past a look at the clock */
+	frozen_ns = rdmaq_now_ns();
+	CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
+	CHECK(busy_preempted_calls == 1 && stats.preempted == 0);
+	CHECK(stats.spins == 1 && stats.sleeps == 0);
+	CHECK(wt.spin_ns == SPIN_MAX_NS);
+
+	waiter_init(&wt);
+	host_took_it = true;
+	msg = (struct message){ .lost_at = 10, .due = 10 };
+	CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
+	frozen_ns = 0;
+	CHECK(busy_preempted_calls == 1 && stats.preempted == 0);
 	CHECK(stats.spins == 1 && stats.sleeps == 0);
 }
 
@@ -345,6 +375,7 @@ int main(void)
 	test_a_spin_preempted_then_finding_its_message_counts_a_spin();
 	test_a_free_spin_that_loses_its_cpu_blocks_unless_told_to_spin_through();
 	test_a_spin_found_after_exactly_the_gap_is_not_preempted();
+	test_a_gap_the_host_took_is_no_preemption();
 	test_a_deadline_at_clock_zero_has_passed();
 	test_a_message_found_at_the_peer_check_wins_over_a_dead_peer();
 	test_a_cancelled_waiter_returns_without_spinning_or_sleeping();
