@@ -158,14 +158,14 @@ H200_CPU = "H200 host, 16 vCPUs, CPU only (`rdmaq bench`: TP readers of one writ
 DEV2 = "2-vCPU VM"
 
 
-# The newest microbenchmark runs the README cites: on the GPU machine's CPUs, two rounds per TP;
+# The newest microbenchmark runs the README cites: on the GPU machine's CPUs, one round per TP;
 # on the 2-core VM, three interleaved rounds per case (their "new" files: the commit of the run).
-H100_MICRO = "2026-12-06-h100-e8c4038-ab-aed39a8"
-H100_RUNS = {8: [f"{H100_MICRO}/r8-new-tp8.json", f"{H100_MICRO}/r10-new-tp8.json"],
-             4: [f"{H100_MICRO}/r9-new-tp4.json", f"{H100_MICRO}/r11-new-tp4.json"]}
+H100_MICRO = "2026-12-06-h100-caceccb-ab-c9ffba9"
+H100_RUNS = {8: [f"{H100_MICRO}/new-tp8-r1.json"], 4: [f"{H100_MICRO}/new-tp4-r2.json"]}
 DEV2_MICRO = "2026-12-06-dev2core-e8c4038-ab-aed39a8"
+DEV2_IDLE = "2026-12-06-dev2core-89c0986-ab-c9ffba9"
 DEV2_RUNS = {"contended": [f"{DEV2_MICRO}/contended-new-r{i}.json" for i in (1, 2, 3)],
-             "idle": [f"{DEV2_MICRO}/idle-new-r{i}.json" for i in (1, 2, 3)]}
+             "idle": [f"{DEV2_IDLE}/idle-new-r{i}.json" for i in (1, 2, 3)]}
 P50_P99_P999 = ["p50_ratio", "p99_ratio", "p999_ratio"]
 
 
@@ -186,7 +186,7 @@ def readme_rows() -> list[tuple[str, str, str, str, str]]:
          micro_each(H100_RUNS[8], 8, 16, P50_P99_P999), link(H100_RUNS[8][0], p)),
         ("same", "TP=4, 16 CPU hogs", latency3, micro_each(H100_RUNS[4], 4, 16, P50_P99_P999),
          link(H100_RUNS[4][0], p)),
-        ("same", "TP=8 / TP=4, idle machine: **rdmaq is behind here**", "dispatch latency p50 / p99, two runs each",
+        ("same", "TP=8 / TP=4, idle machine: **rdmaq is behind here**", "dispatch latency p50 / p99, one run each",
          " and ".join(micro(n, 8, 0, ["p50_ratio", "p99_ratio"]) for n in H100_RUNS[8]) + "; "
          + " and ".join(micro(n, 4, 0, ["p50_ratio", "p99_ratio"]) for n in H100_RUNS[4]),
          link(H100_RUNS[8][0], p)),
