@@ -3,6 +3,7 @@ default), as rdmaq/settings.py's value() does, and the value's surrounding white
 part of it.  A reader that went to os.environ itself once took "" or " " as a value: an
 address of one space, a ring size refused as "not an integer", a queue choice refused as a
 bad one, the benchmark's step timing switched on by a blank."""
+import importlib.util
 import os
 import re
 import subprocess
@@ -89,7 +90,12 @@ def test_vllm_plugin_blank_new_name_falls_back_to_the_old_one(monkeypatch, raw):
 
 @pytest.mark.parametrize("raw", BLANKS, ids=repr)
 def test_build_blank_sanitize_and_no_verbs_are_unset(monkeypatch, raw):
-    from rdmaq import _build
+    # The checkout's build module (a build runs from the source tree, which an installed
+    # wheel's copy of the module lacks: csrc/ is beside the checkout's only)
+    spec = importlib.util.spec_from_file_location("rdmaq_build_of_the_checkout", REPO / "rdmaq" / "_build.py")
+    assert spec is not None and spec.loader is not None
+    _build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_build)
 
     monkeypatch.setenv("RDMAQ_SANITIZE", raw)
     assert _build._sanitize_flags() == []
@@ -103,7 +109,7 @@ def test_build_blank_sanitize_and_no_verbs_are_unset(monkeypatch, raw):
 
 @pytest.mark.parametrize("raw", BLANKS, ids=repr)
 def test_bench_cache_blank_is_the_user_s_cache(monkeypatch, raw, tmp_path):
-    from bench.common import queues
+    from rdmaq.bench.common import queues
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv(queues.CACHE_ENV, raw)
