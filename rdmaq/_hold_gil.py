@@ -6,7 +6,8 @@ takes it, and this one then sleeps until it gets it back (a vLLM worker's
 main thread reading a step that is already there, while its output thread
 runs).  ctypes' ``PYFUNCTYPE`` calls a C function pointer with the GIL held,
 so these two calls go through it; every call that may wait goes through cffi
-and lets the GIL go, as a blocking call must.
+and lets the GIL go, as a blocking call must.  Also here: a bytearray made without
+zeroing it (through ctypes.pythonapi, with the GIL held), for a read that fills it all.
 """
 from __future__ import annotations
 

@@ -124,15 +124,19 @@ class _ThreadPickler:
         return False
 
     def pickle(self, obj: Any) -> Pickled:
-        out, self.oob = self.out, []
-        out.parts, out.nbytes = [], 0
+        out, oob = self.out, list[memoryview]()
+        out.parts, out.nbytes, self.oob = [], 0, oob
         self.busy = True
         try:
             self.pickler.dump(obj)
         finally:
-            self.pickler.clear_memo()  # the objects it names are the caller's, not ours to keep
+            parts, nbytes = out.parts, out.nbytes
+            # Nothing of the caller's kept past the call: the memo names its objects, and
+            # the parts and views hold its buffers (an exported bytearray cannot be resized).
+            self.pickler.clear_memo()
+            out.parts, self.oob = [], []
             self.busy = False
-        return Pickled(out.parts, out.nbytes, self.oob)
+        return Pickled(parts, nbytes, oob)
 
 
 # Each thread's picklers, by (threshold, reducer, the torch module when it was made).

@@ -167,3 +167,21 @@ def test_another_release_s_framing_is_named_not_misread():
     msg[:4] = b"\x80\x05\x95\x00"  # a bare pickle
     with pytest.raises(ValueError, match="not an rdmaq object message"):
         serialize.loads(msg)
+
+
+def test_a_sent_bytearray_is_not_kept_by_the_serializer():
+    """Once dumps' message is gone, the caller's buffers are theirs again: a bytearray that
+    went by reference (large) or out of band can be resized, and is freed with its last name."""
+    import gc
+    import weakref
+
+    big = bytearray(BIG)
+    arr = np.zeros(BIG, np.uint8)
+    parts = serialize.dumps({"b": big, "a": arr})
+    assert _aliases(parts, big) and _aliases(parts, arr)
+    del parts
+    big.extend(b"x")  # BufferError while anything still exports it
+    ref = weakref.ref(arr)
+    del arr
+    gc.collect()
+    assert ref() is None
