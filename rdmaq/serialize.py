@@ -214,7 +214,7 @@ def loads(msg: bytearray | memoryview, borrowed: bool = False) -> Any:
             end = _HDR_IN_BAND.size + stream
             if end > size:
                 raise ProtocolError(f"truncated object message: needs {end} bytes, got {size}")
-            return pickle.loads(mv[_HDR_IN_BAND.size:end])
+            return pickle.loads(mv[_HDR_IN_BAND.size:end], buffers=())  # no buffers, said as vLLM's queue says it
     nbuf = out_of_band_count(mv)
     if nbuf and borrowed:
         mv = memoryview(bytearray(mv))
