@@ -383,7 +383,8 @@ static void test_each_thread_is_judged_by_its_own_schedstat(void)
  */
 static void test_judged_from_exactly_the_least_runnable_time(void)
 {
-	int64_t now = 900000 * MS; /* after every earlier test's clock: this thread's verdict moves on */
+	int64_t now =
+		900000 * MS; /* after every earlier test's clock: this thread's verdict moves on */
 
 	crowded = 1;
 	ran += 100 * MS;
