@@ -551,9 +551,9 @@ static void test_anticipation_on_spins_for_a_due_message_and_naps_for_a_far_one(
 	wt.anticipate = true;
 	cadence_until(&cad, 1000000LL, now); /* 1 ms apart: the next one is due */
 	one_paced_wait(&wt, &cad, 100000);
-	CHECK(stats.naps == 0 && stats.windows == 0 && stats.sleeps == 0);
-	if (!stats.preempted)
-		CHECK(stats.spins == 1 && wt.how == RDMAQ_HOW_SPIN);
+	CHECK(stats.naps == 0 && stats.windows == 0);
+	if (!stats.preempted) /* a spin that lost its CPU gives up on purpose */
+		CHECK(stats.spins == 1 && stats.sleeps == 0 && wt.how == RDMAQ_HOW_SPIN);
 	cadence_until(&cad, 100000000LL, rdmaq_now_ns()); /* 100 ms apart: far */
 	memset(&stats, 0, sizeof(stats));
 	one_paced_wait(&wt, &cad, 0);

@@ -53,6 +53,13 @@ def _reap() -> None:
             return
 
 
+def _describe(p: psutil.Process) -> str:
+    try:
+        return f"{p.name()} ({p.status()}): {' '.join(p.cmdline())[:120]}"
+    except psutil.NoSuchProcess:
+        return "exited"
+
+
 @pytest.fixture(scope="module")
 def sweep(model_dir, tmp_path_factory):
     # orphans of the harness (server processes, attackers) become our children: countable
@@ -70,8 +77,10 @@ def sweep(model_dir, tmp_path_factory):
          "--input-len", "16", "--output-len", "16", "--stop-grace", "60"],
         capture_output=True, text=True, timeout=1500, env=env)
     _reap()
-    left = [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
-    left_desc = [(p.pid, " ".join(p.cmdline())[:120]) for p in left]
+    # an orphan reparented to us in its last moments (its memory gone, so no command line) is
+    # given time to finish exiting; what still runs after that was left behind
+    _, left = psutil.wait_procs(psutil.Process().children(recursive=True), timeout=30)
+    left_desc = [(p.pid, _describe(p)) for p in left]
     for p in left:  # do not leave them to the next test either
         p.kill()
     _reap()
