@@ -57,6 +57,24 @@ def test_every_variable_with_a_rule_has_a_bad_value_here():
     assert set(BAD) == set(settings.BY_NAME) - free
 
 
+def test_every_default_is_a_value_its_own_rule_allows():
+    """A default outside its variable's range would be used without the check a user's
+    value gets; each one, written out, parses back to itself."""
+    for s in settings.SETTINGS:
+        if isinstance(s.default, int) and not isinstance(s.default, bool):
+            assert settings.value(s.name, {s.name: str(s.default)}) == s.default, s.name
+
+
+def test_a_name_two_characters_off_in_length_is_a_typo_three_is_another_name():
+    """A close name at most two characters longer or shorter is refused with the name meant;
+    one three longer is someone else's variable, and passes."""
+    with pytest.raises(ValueError, match="RDMAQ_SPIN_USXX='5': did you mean RDMAQ_SPIN_US"):
+        settings.check_environment({"RDMAQ_SPIN_USXX": "5"})
+    with pytest.raises(ValueError, match="RDMAQ_SPIN_U='5': did you mean RDMAQ_SPIN_US"):
+        settings.check_environment({"RDMAQ_SPIN_U": "5"})
+    settings.check_environment({"RDMAQ_SPIN_USXYZ": "5"})
+
+
 def test_values_are_parsed():
     env = {"RDMAQ_POLICY": " efficient ", "RDMAQ_SPIN_US": "0", "RDMAQ_WARM": "0",
            "RDMAQ_EXPERIMENT": "busy_spin_us=2000, free_spin_busy=1", "RDMAQ_GID_INDEX": "-1",

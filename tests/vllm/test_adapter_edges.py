@@ -15,7 +15,6 @@ import multiprocessing
 import os
 import subprocess
 import sys
-import threading
 import time
 import types
 
@@ -25,6 +24,8 @@ pytest.importorskip("torch")
 pytest.importorskip("vllm")
 
 import numpy as np  # noqa: E402
+from adapter_pair import Clock as _Clock  # noqa: E402
+from adapter_pair import pair as _pair  # noqa: E402
 
 from observe import blocked_call, in_thread  # noqa: E402
 from rdmaq.vllm import _geometry  # noqa: E402
@@ -43,19 +44,6 @@ def _loopback(monkeypatch):
     monkeypatch.delenv("RDMAQ_VLLM_REMOTE", raising=False)
     monkeypatch.delenv("RDMAQ_VLLM_STATS_DIR", raising=False)
     monkeypatch.delenv("RDMAQ_VLLM_RING_BYTES", raising=False)
-
-
-def _pair(n_local=1, max_chunk_bytes=1 << 20, max_chunks=4):
-    """A writer and its one reader, local (n_local 1: the ring) or remote (0: ZMQ), ready."""
-    w = MQ(1, n_local, connect_ip="127.0.0.1", max_chunk_bytes=max_chunk_bytes,
-           max_chunks=max_chunks)
-    r = MQ.create_from_handle(w.export_handle(), 0 if n_local else -1)
-    t = threading.Thread(target=w.wait_until_ready)
-    t.start()
-    r.wait_until_ready()
-    t.join(timeout=30)
-    assert not t.is_alive()
-    return w, r
 
 
 # ------------------------------------------------------------------ ring size
@@ -470,14 +458,6 @@ def test_readable_on_a_closed_reader_endpoint_says_cancelled():
     finally:
         r.shutdown()
         w.shutdown()
-
-
-class _Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def monotonic(self):
-        return self.now
 
 
 def _timing_out_get(clock, step, times):

@@ -8,7 +8,6 @@ Needs vLLM importable (the vllm tier's venv-mq)."""
 
 from __future__ import annotations
 
-import threading
 import time
 import types
 
@@ -16,6 +15,9 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("vllm")
+
+from adapter_pair import Clock as _Clock  # noqa: E402
+from adapter_pair import pair as _pair  # noqa: E402
 
 from rdmaq.vllm import queue as rq  # noqa: E402
 from rdmaq.vllm.queue import RdmaqMessageQueue as MQ  # noqa: E402
@@ -29,17 +31,6 @@ def _loopback(monkeypatch):
     monkeypatch.setenv("VLLM_HOST_IP", "127.0.0.1")
     for var in ("RDMAQ_VLLM_REMOTE", "RDMAQ_VLLM_STATS_DIR", "RDMAQ_VLLM_RING_BYTES"):
         monkeypatch.delenv(var, raising=False)
-
-
-def _pair(n_local):
-    w = MQ(1, n_local, connect_ip="127.0.0.1", max_chunk_bytes=1 << 20, max_chunks=4)
-    r = MQ.create_from_handle(w.export_handle(), 0 if n_local else -1)
-    t = threading.Thread(target=w.wait_until_ready)
-    t.start()
-    r.wait_until_ready()
-    t.join(timeout=30)
-    assert not t.is_alive()
-    return w, r
 
 
 def _record_waits(r):
@@ -119,14 +110,6 @@ def test_spin_until_readable_takes_the_messages_one_at_a_time_in_order(n_local):
     finally:
         r.shutdown()
         w.shutdown()
-
-
-class _Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def monotonic(self):
-        return self.now
 
 
 def test_spin_until_readable_with_input_pending_looks_at_nothing(monkeypatch):

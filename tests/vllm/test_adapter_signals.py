@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("vllm")
 
-from rdmaq.vllm.queue import RdmaqMessageQueue as MQ  # noqa: E402
+from adapter_pair import pair  # noqa: E402
 
 STORM = Path(__file__).resolve().parent / "adapter_storm.py"
 SEED = 39
@@ -26,14 +25,7 @@ RUN_LIMIT_S = 600
 
 
 def _pair():
-    w = MQ(1, 1, connect_ip="127.0.0.1", max_chunk_bytes=1 << 16, max_chunks=4)
-    r = MQ.create_from_handle(w.export_handle(), 0)
-    t = threading.Thread(target=w.wait_until_ready)
-    t.start()
-    r.wait_until_ready()
-    t.join(timeout=30)
-    assert not t.is_alive()
-    return w, r
+    return pair(1, max_chunk_bytes=1 << 16)
 
 
 class Unpicklable:
