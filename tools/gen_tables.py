@@ -162,8 +162,8 @@ DEV2 = "2-vCPU VM"
 # on the 2-core VM, three interleaved rounds per case (their "new" files: the commit of the run).
 H100_MICRO = "2026-12-06-h100-caceccb-ab-c9ffba9"
 H100_RUNS = {8: [f"{H100_MICRO}/new-tp8-r1.json"], 4: [f"{H100_MICRO}/new-tp4-r2.json"]}
-DEV2_MICRO = "2026-12-06-dev2core-e8c4038-ab-aed39a8"
-DEV2_IDLE = "2026-12-06-dev2core-89c0986-ab-c9ffba9"
+DEV2_MICRO = "2026-12-06-dev2core-eded23c-quiet-ab-c9ffba9"
+DEV2_IDLE = DEV2_MICRO
 DEV2_RUNS = {"contended": [f"{DEV2_MICRO}/contended-new-r{i}.json" for i in (1, 2, 3)],
              "idle": [f"{DEV2_IDLE}/idle-new-r{i}.json" for i in (1, 2, 3)]}
 P50_P99_P999 = ["p50_ratio", "p99_ratio", "p999_ratio"]
