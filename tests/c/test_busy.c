@@ -309,6 +309,31 @@ static void test_idle_time_unknown_at_either_end_leaves_the_running_count(void)
 }
 
 /*
+ * An idle count of zero at the start, or one that stood still, is a reading, not
+ * "unknown": the idle time decides (a whole CPU idle is free, none is crowded), and
+ * the running count is not looked at.
+ */
+static void test_an_idle_time_of_zero_or_standing_still_is_a_reading(void)
+{
+	int64_t now = 450000 * MS;
+
+	crowded = 1, crowd_looks = 0;
+	idle = 0;
+	ran += 10 * MS;
+	CHECK(!rdmaq_cpu_busy(now));
+	now += RDMAQ_BUSY_PERIOD_NS;
+	ran += 1 * MS, delayed += 2 * MS;
+	idle += RDMAQ_BUSY_PERIOD_NS;
+	CHECK(!rdmaq_cpu_busy(now) && crowd_looks == 0);
+	now += RDMAQ_BUSY_PERIOD_NS;
+	crowded = 0;
+	ran += 1 * MS, delayed += 2 * MS; /* idle stood still: no CPU was */
+	CHECK(rdmaq_cpu_busy(now) && crowd_looks == 0);
+	crowded = 1;
+	idle = -1;
+}
+
+/*
  * A gap in a spin is a preemption only if the thread was switched out involuntarily
  * since the last look: without, the host took the vCPU, the thread stays free and the
  * spin goes on; with one, or the count unknown, it is busy for the hold.
@@ -438,6 +463,7 @@ int main(void)
 	test_idle_cpus_tell_a_wake_up_from_contention();
 	test_half_a_cpu_idle_is_not_crowded_less_is();
 	test_idle_time_unknown_at_either_end_leaves_the_running_count();
+	test_an_idle_time_of_zero_or_standing_still_is_a_reading();
 	test_a_gap_with_no_involuntary_switch_is_the_host_s();
 	test_each_thread_is_judged_by_its_own_schedstat();
 	test_judged_from_exactly_the_least_runnable_time();

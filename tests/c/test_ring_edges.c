@@ -357,6 +357,39 @@ static void test_a_reader_crediting_in_batches_reads_every_message(void)
 	shm_unpair(w, r);
 }
 
+/* The ring's own credit batch (the verbs reader keeps it; shm returns credit at every
+ * record): once every quarter of the ring, at least every record.  A reader given it
+ * and a full 16-slot ring that is already there publishes 4 times, not 16. */
+static void test_credit_goes_back_once_every_quarter_of_the_ring(void)
+{
+	struct rdmaq_config cfg = base;
+	struct rdmaq_reader plain;
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	char msg = 'q', buf[16];
+	struct rdmaq_iovec iov = { .base = &msg, .len = 1 };
+	uint64_t len, before;
+	uint32_t i;
+
+	cfg.slots = 3;
+	rdmaq_reader_init(&plain, NULL, NULL, &cfg, 0, 0, NULL);
+	CHECK(plain.credit_batch == 1);
+	cfg.slots = 16;
+	rdmaq_reader_init(&plain, NULL, NULL, &cfg, 0, 0, NULL);
+	if (shm_pair(&cfg, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	r->credit_batch = plain.credit_batch;
+	for (i = 0; i < cfg.slots; i++)
+		CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	before = r->stats.credits;
+	for (i = 0; i < cfg.slots; i++)
+		CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1);
+	CHECK(r->stats.credits - before == 4);
+	shm_unpair(w, r);
+}
+
 /* A forked child's close of its parent's writer is a success (0) that leaves the
  * queue open: the parent's reader still gets the parent's messages. */
 static void test_a_fork_child_closes_the_parents_writer_with_0(void)
@@ -801,6 +834,7 @@ int main(void)
 	test_try_put_sends_again_once_the_owed_abort_went_out();
 	test_recv_skips_an_abort_before_a_message();
 	test_a_reader_crediting_in_batches_reads_every_message();
+	test_credit_goes_back_once_every_quarter_of_the_ring();
 	test_a_fork_child_closes_the_parents_writer_with_0();
 	test_a_fork_child_closes_the_parents_reader_with_0();
 	test_segment_stale_reports_an_open_failure();

@@ -100,19 +100,22 @@ static void test_a_spin_preempted_before_its_message_counts_a_preemption(void)
 /*
  * A spin that finds its message only after losing its CPU counts both: one
  * preemption, and one wait ended by the spin; its budget drops to the floor.
+ * The message is stamped as seen by the spin, at the clock's time then.
  */
 static void test_a_spin_preempted_then_finding_its_message_counts_a_spin(void)
 {
 	struct rdmaq_waiter wt;
+	int64_t start;
 
 	waiter_init(&wt);
 	msg = (struct message){ .lost_at = 10, .due = 10 };
-	frozen_ns = rdmaq_now_ns();
+	start = frozen_ns = rdmaq_now_ns();
 	CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
 	frozen_ns = 0;
 	CHECK(stats.preempted == 1 && busy_preempted_calls == 1);
 	CHECK(stats.spins == 1 && stats.sleeps == 0);
 	CHECK(wt.spin_ns == RDMAQ_MIN_SPIN_NS);
+	CHECK(wt.how == RDMAQ_HOW_SPIN && wt.met_ns > start); /* after the jump of the lost CPU */
 }
 
 /*
@@ -200,6 +203,40 @@ static void test_a_deadline_before_the_window_takes_no_nap(void)
 	CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_landed, &msg, 0, &win) == 1);
 	frozen_ns = 0;
 	CHECK(stats.naps == 0 && !msg.landed);
+}
+
+/*
+ * A nap whose thread lost its CPU past the get's deadline just before it would block
+ * looks once more: a message there is taken (0: the get goes on to it), none is a
+ * timeout.
+ */
+static void test_a_nap_past_its_deadline_takes_a_message_that_is_there(void)
+{
+	for (int there = 0; there < 2; there++) {
+		struct rdmaq_cad_window win;
+		struct rdmaq_cadence cad;
+		struct rdmaq_waiter wt;
+		int64_t stamp[20];
+		int ret;
+
+		waiter_init(&wt);
+		wt.spin_max_ns = wt.spin_ns = 0;
+		frozen_ns = rdmaq_now_ns();
+		/* the same writer as above: the next message is ~80 ms away */
+		stamp[19] = frozen_ns - 20000000LL;
+		for (int i = 19; i > 0; i--)
+			stamp[i - 1] = stamp[i] - (i % 2 ? 95000000LL : 105000000LL);
+		rdmaq_cadence_init(&cad);
+		for (int i = 0; i < 20; i++)
+			rdmaq_cadence_observe(&cad, stamp[i], stamp[i]);
+		/* look 2 (the re-check before blocking) loses the CPU for half a second */
+		msg = (struct message){ .lost_at = 2, .lost_ns = 500000000LL, .due = there ? 3 : 0 };
+		ret = rdmaq_wait_prepare_window(&wt, &cad, message_landed, &msg,
+						frozen_ns + 90000000LL, &win);
+		frozen_ns = 0;
+		CHECK(ret == (there ? 0 : -ETIMEDOUT) && msg.looks == 3);
+		CHECK(stats.naps == 1);
+	}
 }
 
 /* An endpoint whose peer is dead; its block sleeps a whole peer-check period,
@@ -373,6 +410,7 @@ int main(void)
 {
 	test_a_spin_preempted_before_its_message_counts_a_preemption();
 	test_a_spin_preempted_then_finding_its_message_counts_a_spin();
+	test_a_nap_past_its_deadline_takes_a_message_that_is_there();
 	test_a_free_spin_that_loses_its_cpu_blocks_unless_told_to_spin_through();
 	test_a_spin_found_after_exactly_the_gap_is_not_preempted();
 	test_a_gap_the_host_took_is_no_preemption();

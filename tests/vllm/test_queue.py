@@ -614,6 +614,8 @@ def test_vllm_handle_goes_to_vllm_implementation(patched, monkeypatch, _vllm_que
         _ready(w, r)
         w.enqueue({"from": "vllm"})
         assert r.dequeue(timeout=5) == {"from": "vllm"}
+        r.shutdown()  # vLLM's own: it marks the reader shutting down (a blocked dequeue's cue)
+        assert r.shutting_down
     finally:
         r.shutdown()
         w.shutdown()
