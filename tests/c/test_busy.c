@@ -362,6 +362,29 @@ static void test_a_gap_with_no_involuntary_switch_is_the_host_s(void)
 	CHECK(rdmaq_cpu_busy(now + 3));
 }
 
+/* A new thread never switched out has a count of 0: a gap with the count still 0 is the host's. */
+static void *never_switched_out(void *arg)
+{
+	int64_t now = 1000 * MS;
+	int *gap_busy = arg;
+
+	preemptions = 0;
+	ran += 10 * MS;
+	CHECK(!rdmaq_cpu_busy(now)); /* a look: no switch yet */
+	*gap_busy = rdmaq_cpu_busy_preempted(now + 1);
+	return NULL;
+}
+
+static void test_a_count_of_zero_involuntary_switches_is_a_count(void)
+{
+	int gap_busy = -1;
+	pthread_t t;
+
+	CHECK(pthread_create(&t, NULL, never_switched_out, &gap_busy) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK(gap_busy == 0);
+}
+
 /* The verdict is each thread's own: one thread waiting behind hogs makes no other busy. */
 static void *free_thread(void *arg)
 {
@@ -465,6 +488,7 @@ int main(void)
 	test_idle_time_unknown_at_either_end_leaves_the_running_count();
 	test_an_idle_time_of_zero_or_standing_still_is_a_reading();
 	test_a_gap_with_no_involuntary_switch_is_the_host_s();
+	test_a_count_of_zero_involuntary_switches_is_a_count();
 	test_each_thread_is_judged_by_its_own_schedstat();
 	test_judged_from_exactly_the_least_runnable_time();
 	test_a_new_thread_is_free_while_another_is_held_busy();

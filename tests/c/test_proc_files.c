@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -93,6 +94,56 @@ static void test_a_schedstat_that_cannot_be_read_is_none(void)
 	stand_in = NULL;
 }
 
+/* A file longer than the reader's buffer is read up to the buffer's end, which stays
+ * a string: its start is what counts. */
+static void test_a_file_longer_than_the_buffer_is_cut_at_it(void)
+{
+	uint64_t ran = 0, delayed = 0, slices = 0;
+	char line[512];
+
+	memset(line, ' ', sizeof(line));
+	memcpy(line, "1 2 3", 5);
+	line[sizeof(line) - 1] = '\0';
+	stand_in_holds(line);
+	CHECK(rdmaq_thread_schedstat(&ran, &delayed, &slices));
+	CHECK(ran == 1 && delayed == 2 && slices == 3);
+	stand_in = NULL;
+}
+
+/* A file of exactly the buffer's room (95 bytes for schedstat's 96) is read whole. */
+static void test_a_file_that_fills_the_buffer_is_read_whole(void)
+{
+	uint64_t ran = 0, delayed = 0, slices = 0;
+	char line[96];
+
+	memset(line, ' ', sizeof(line));
+	memcpy(line + sizeof(line) - 6, "1 2 3", 5);
+	line[sizeof(line) - 1] = '\0';
+	stand_in_holds(line);
+	CHECK(rdmaq_thread_schedstat(&ran, &delayed, &slices));
+	CHECK(ran == 1 && delayed == 2 && slices == 3);
+	stand_in = NULL;
+}
+
+/* Each look opens and closes its file: a thousand looks under a limit of 32 open
+ * descriptors all succeed. */
+static void test_each_look_closes_its_file(void)
+{
+	uint64_t ran, delayed, slices;
+	struct rlimit old, low;
+	int ok = 0;
+
+	CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+	low = (struct rlimit){ .rlim_cur = 32, .rlim_max = old.rlim_max };
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	for (int i = 0; i < 1000; i++) {
+		ok += rdmaq_thread_schedstat(&ran, &delayed, &slices);
+		ok += rdmaq_cpus_crowded() >= 0;
+	}
+	CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+	CHECK(ok == 2000);
+}
+
 /*
  * The running count is /proc/loadavg's fourth field, against the CPUs this thread
  * may use (at least one): one task (this thread) is never crowded, more than any
@@ -161,6 +212,8 @@ static void test_idle_time_is_uptime_s_second_field_for_a_thread_on_every_cpu(vo
 
 	stand_in_holds("50014.68 80092.05\n");
 	CHECK(rdmaq_cpus_idle_ns() == (every_cpu ? 80092050000000LL : -1));
+	stand_in_holds("50014.68 80092.99\n"); /* the last hundredth */
+	CHECK(rdmaq_cpus_idle_ns() == (every_cpu ? 80092990000000LL : -1));
 	stand_in = "/nonexistent/rdmaq-uptime";
 	CHECK(rdmaq_cpus_idle_ns() == -1);
 	stand_in_holds("");
@@ -202,6 +255,9 @@ int main(void)
 	test_a_start_time_is_field_22_after_the_name();
 	test_a_start_time_that_cannot_be_read_is_0();
 	test_a_schedstat_that_cannot_be_read_is_none();
+	test_a_file_longer_than_the_buffer_is_cut_at_it();
+	test_a_file_that_fills_the_buffer_is_read_whole();
+	test_each_look_closes_its_file();
 	test_crowded_is_more_running_tasks_than_cpus_this_thread_may_use();
 	test_crowded_starts_at_one_task_more_than_this_thread_s_cpus();
 	test_idle_time_is_uptime_s_second_field_for_a_thread_on_every_cpu();
