@@ -119,6 +119,24 @@ static void test_a_spin_preempted_then_finding_its_message_counts_a_spin(void)
 }
 
 /*
+ * A spin that finds its message later than its budget, without losing its CPU,
+ * grows the budget to twice what the spin took (here 2 x 100 µs), not to the maximum.
+ */
+static void test_a_late_spin_grows_its_budget_to_twice_what_it_took(void)
+{
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	wt.spin_ns = 50000;
+	msg = (struct message){ .lost_at = 10, .due = 10, .lost_ns = 100000 };
+	frozen_ns = rdmaq_now_ns();
+	CHECK(rdmaq_wait(&wt, message_landed, &msg, -1) == 0);
+	frozen_ns = 0;
+	CHECK(stats.preempted == 0 && stats.spins == 1);
+	CHECK(wt.spin_ns == 200000);
+}
+
+/*
  * A gap of exactly the preemption gap (200 µs) before the spin finds its
  * message is no preemption: only a longer one is counted.
  */
@@ -410,6 +428,7 @@ int main(void)
 {
 	test_a_spin_preempted_before_its_message_counts_a_preemption();
 	test_a_spin_preempted_then_finding_its_message_counts_a_spin();
+	test_a_late_spin_grows_its_budget_to_twice_what_it_took();
 	test_a_nap_past_its_deadline_takes_a_message_that_is_there();
 	test_a_free_spin_that_loses_its_cpu_blocks_unless_told_to_spin_through();
 	test_a_spin_found_after_exactly_the_gap_is_not_preempted();

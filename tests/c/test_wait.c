@@ -246,6 +246,26 @@ static void test_a_spin_that_ends_late_doubles_its_budget(void)
 	CHECK(wt.spin_ns >= 2 * (timed.found_ns - timed.first_ns) || wt.spin_ns == SPIN_MAX_NS);
 }
 
+/* A ring that fails its first look (a torn record, a dead peer) fails the nap's
+ * preparation with that error: nothing is planned over it. */
+static int broken_ring(void *arg)
+{
+	(void)arg;
+	return -EPROTO;
+}
+
+static void test_a_failed_first_look_fails_the_nap_s_preparation(void)
+{
+	struct rdmaq_cad_window win;
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	rdmaq_cadence_init(&cad);
+	CHECK(rdmaq_wait_prepare_window(&wt, &cad, broken_ring, NULL, -1, &win) == -EPROTO);
+	CHECK(stats.naps == 0 && stats.sleeps == 0);
+}
+
 /*
  * A get naps first (rdmaq_wait_prepare_window), then waits: an oversubscribed
  * CPU seen by both is one get that did not spin, counted once.
@@ -576,6 +596,7 @@ int main(void)
 	test_a_spin_that_ends_late_doubles_its_budget();
 	test_a_wait_at_its_deadline_times_out_without_blocking();
 	test_a_spin_that_reads_its_deadline_times_out_there();
+	test_a_failed_first_look_fails_the_nap_s_preparation();
 	test_a_busy_cpu_counts_once_per_get();
 	test_a_get_that_did_not_wait_leaves_the_next_get_its_count();
 	test_a_busy_cpu_spins_only_with_a_busy_spin_budget();

@@ -43,6 +43,17 @@ def test_the_waiting_options_default_to_the_documented_values(monkeypatch):
     assert (wc.spin_ns, wc.slice_ns, wc.anticipate, wc.restore_slice) == (50_000, DEFAULT_SLICE_NS, 1, 0)
 
 
+def test_the_waiting_variables_reach_the_c_config_in_nanoseconds(monkeypatch):
+    """Each microsecond setting arrives in the C core as exactly 1000 times itself."""
+    from rdmaq import queue
+    from rdmaq._rdmaq import ffi
+    monkeypatch.setenv("RDMAQ_EXPERIMENT", "busy_spin_us=2000, free_spin_busy=1")
+    monkeypatch.setenv("RDMAQ_SETTLE_FAR_US", "4000")
+    wc = queue._wait_config(ffi, 7, 200, None, None, free_spin_ns=123)
+    assert (wc.spin_ns, wc.slice_ns, wc.free_spin_ns) == (7_000, 200_000, 123)
+    assert (wc.busy_spin_ns, wc.free_spin_busy, wc.settle_far_ns) == (2_000_000, 1, 4_000_000)
+
+
 def test_a_reader_asks_for_the_default_slice(monkeypatch):
     for var in ("RDMAQ_SLICE_US", "RDMAQ_SPIN_US", "RDMAQ_ANTICIPATE", "RDMAQ_RESTORE_SLICE"):
         monkeypatch.delenv(var, raising=False)
