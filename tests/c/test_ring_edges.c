@@ -390,6 +390,32 @@ static void test_credit_goes_back_once_every_quarter_of_the_ring(void)
 	shm_unpair(w, r);
 }
 
+/* A reader that holds credit (fewer records read than its batch) returns it before it
+ * blocks: a writer short of room would otherwise wait for a reader that waits for it. */
+static void test_a_reader_returns_its_credit_before_it_blocks(void)
+{
+	struct rdmaq_config cfg = base;
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	char msg = 'b', buf[16];
+	struct rdmaq_iovec iov = { .base = &msg, .len = 1 };
+	uint64_t len, before;
+
+	cfg.slots = 16;
+	if (shm_pair(&cfg, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	r->credit_batch = 4;
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == 0);
+	before = r->stats.credits;
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 1);
+	CHECK(r->stats.credits == before); /* one record of a batch of 4: kept */
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, 1000000LL) == -ETIMEDOUT);
+	CHECK(r->stats.credits == before + 1);
+	shm_unpair(w, r);
+}
+
 /* A forked child's close of its parent's writer is a success (0) that leaves the
  * queue open: the parent's reader still gets the parent's messages. */
 static void test_a_fork_child_closes_the_parents_writer_with_0(void)
@@ -835,6 +861,7 @@ int main(void)
 	test_recv_skips_an_abort_before_a_message();
 	test_a_reader_crediting_in_batches_reads_every_message();
 	test_credit_goes_back_once_every_quarter_of_the_ring();
+	test_a_reader_returns_its_credit_before_it_blocks();
 	test_a_fork_child_closes_the_parents_writer_with_0();
 	test_a_fork_child_closes_the_parents_reader_with_0();
 	test_segment_stale_reports_an_open_failure();

@@ -498,6 +498,22 @@ static void auto_waiter_init(struct rdmaq_waiter *wt)
 	wt->free_spin_ns = 20000000U;
 }
 
+/* A free spin configured through rdmaq_waiter_configure (the library's way) is the one
+ * the next paced wait uses: a due message is spun for, not blocked for. */
+static void test_a_configured_free_spin_takes_effect(void)
+{
+	struct rdmaq_wait_config wc = { .free_spin_ns = 20000000U };
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	waiter_init(&wt);
+	CHECK(rdmaq_waiter_configure(&wt, &wc) == 0); /* no adaptive spin, no anticipation */
+	cadence_until(&cad, 1000000LL, rdmaq_now_ns());
+	one_paced_wait(&wt, &cad, 100000);
+	if (!stats.preempted) /* a spin that lost its CPU gives up on purpose */
+		CHECK(stats.spins == 1 && stats.sleeps == 0);
+}
+
 /*
  * Policy "auto": on a CPU nobody else wants, a wait spins up to free_spin_ns
  * for a message the writer's rhythm says is due, whatever the adaptive budget
@@ -592,6 +608,7 @@ int main(void)
 	test_a_spin_that_finds_its_message_never_blocks();
 	test_no_spin_budget_never_spins();
 	test_a_configured_spin_takes_effect_at_the_next_wait();
+	test_a_configured_free_spin_takes_effect();
 	test_a_spin_looks_at_the_clock_every_64_rounds();
 	test_a_spin_that_ends_late_doubles_its_budget();
 	test_a_wait_at_its_deadline_times_out_without_blocking();

@@ -613,6 +613,10 @@ def test_vllm_handle_goes_to_vllm_implementation(patched, monkeypatch, _vllm_que
         assert not r.buffer.is_creator
         _ready(w, r)
         w.enqueue({"from": "vllm"})
+        if hasattr(rq.VllmMessageQueue, "readable"):  # vLLM's own, where vLLM has one
+            deadline = time.monotonic() + 5
+            while not r.readable():
+                assert time.monotonic() < deadline, "vLLM's readable() never saw the message"
         assert r.dequeue(timeout=5) == {"from": "vllm"}
         r.shutdown()  # vLLM's own: it marks the reader shutting down (a blocked dequeue's cue)
         assert r.shutting_down
