@@ -416,6 +416,23 @@ static void test_a_reader_returns_its_credit_before_it_blocks(void)
 	shm_unpair(w, r);
 }
 
+/* A reader index is checked in C too (callers other than the Python layer): the last
+ * index is valid, the count of readers is not. */
+static void test_a_reader_index_equal_to_the_count_is_refused(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	CHECK(rdmaq_writer_reader_dead(w, base.n_readers - 1) == 0); /* alive */
+	CHECK(rdmaq_writer_reader_dead(w, base.n_readers) == -EINVAL);
+	CHECK(rdmaq_writer_drop_reader(w, base.n_readers) == -EINVAL);
+	shm_unpair(w, r);
+}
+
 /* A forked child's close of its parent's writer is a success (0) that leaves the
  * queue open: the parent's reader still gets the parent's messages. */
 static void test_a_fork_child_closes_the_parents_writer_with_0(void)
@@ -862,6 +879,7 @@ int main(void)
 	test_a_reader_crediting_in_batches_reads_every_message();
 	test_credit_goes_back_once_every_quarter_of_the_ring();
 	test_a_reader_returns_its_credit_before_it_blocks();
+	test_a_reader_index_equal_to_the_count_is_refused();
 	test_a_fork_child_closes_the_parents_writer_with_0();
 	test_a_fork_child_closes_the_parents_reader_with_0();
 	test_segment_stale_reports_an_open_failure();

@@ -185,3 +185,25 @@ def test_a_sent_bytearray_is_not_kept_by_the_serializer():
     del arr
     gc.collect()
     assert ref() is None
+
+
+class _SendsWhilePickled:
+    """An object whose pickling pickles another message on the same thread (a signal handler
+    that sends while this thread is in the middle of a put does the same)."""
+
+    inner: list = []
+
+    def __reduce__(self):
+        _SendsWhilePickled.inner.append(_message(serialize.dumps({"inner": list(range(50))})))
+        return (dict, ({"outer": "x" * 100},))
+
+
+def test_a_message_pickled_while_another_is_being_pickled_leaves_both_whole():
+    """The thread's pickler is in use: the nested message gets a pickler of its own, and
+    neither stream takes the other's bytes."""
+    _SendsWhilePickled.inner.clear()
+    outer = _message(serialize.dumps([_SendsWhilePickled(), "after"]))
+    assert serialize.loads(outer) == [{"outer": "x" * 100}, "after"]
+    assert [serialize.loads(m) for m in _SendsWhilePickled.inner] == [{"inner": list(range(50))}]
+    # and the thread's pickler works on afterwards
+    assert serialize.loads(_message(serialize.dumps({"next": 1}))) == {"next": 1}

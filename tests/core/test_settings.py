@@ -61,7 +61,7 @@ def test_every_default_is_a_value_its_own_rule_allows():
     """A default outside its variable's range would be used without the check a user's
     value gets; each one, written out, parses back to itself."""
     for s in settings.SETTINGS:
-        if isinstance(s.default, int) and not isinstance(s.default, bool):
+        if isinstance(s.default, (int, float)) and not isinstance(s.default, bool):
             assert settings.value(s.name, {s.name: str(s.default)}) == s.default, s.name
 
 
