@@ -195,6 +195,20 @@ static void test_a_deadline_at_clock_zero_has_passed(void)
 	CHECK(stats.sleeps == 0 && !msg.landed);
 }
 
+/* A writer stamping every 95 or 105 ms, the last 20 ms before frozen_ns: the next
+ * message is ~80 ms away. */
+static void far_writer(struct rdmaq_cadence *cad)
+{
+	int64_t stamp[20];
+
+	stamp[19] = frozen_ns - 20000000LL;
+	for (int i = 19; i > 0; i--)
+		stamp[i - 1] = stamp[i] - (i % 2 ? 95000000LL : 105000000LL);
+	rdmaq_cadence_init(cad);
+	for (int i = 0; i < 20; i++)
+		rdmaq_cadence_observe(cad, stamp[i], stamp[i]);
+}
+
 /*
  * A nap never runs past the wait's deadline: with a deadline before the
  * predicted window (here the earliest there is, clock zero) the window is
@@ -205,19 +219,12 @@ static void test_a_deadline_before_the_window_takes_no_nap(void)
 	struct rdmaq_cad_window win;
 	struct rdmaq_cadence cad;
 	struct rdmaq_waiter wt;
-	int64_t stamp[20];
 
 	waiter_init(&wt);
 	wt.spin_max_ns = wt.spin_ns = 0;
 	msg = (struct message){ 0 };
 	frozen_ns = rdmaq_now_ns();
-	/* a writer stamping every 95 or 105 ms, the last 20 ms ago: the next is ~80 ms away */
-	stamp[19] = frozen_ns - 20000000LL;
-	for (int i = 19; i > 0; i--)
-		stamp[i - 1] = stamp[i] - (i % 2 ? 95000000LL : 105000000LL);
-	rdmaq_cadence_init(&cad);
-	for (int i = 0; i < 20; i++)
-		rdmaq_cadence_observe(&cad, stamp[i], stamp[i]);
+	far_writer(&cad);
 	CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_landed, &msg, 0, &win) == 1);
 	frozen_ns = 0;
 	CHECK(stats.naps == 0 && !msg.landed);
@@ -234,19 +241,12 @@ static void test_a_nap_past_its_deadline_takes_a_message_that_is_there(void)
 		struct rdmaq_cad_window win;
 		struct rdmaq_cadence cad;
 		struct rdmaq_waiter wt;
-		int64_t stamp[20];
 		int ret;
 
 		waiter_init(&wt);
 		wt.spin_max_ns = wt.spin_ns = 0;
 		frozen_ns = rdmaq_now_ns();
-		/* the same writer as above: the next message is ~80 ms away */
-		stamp[19] = frozen_ns - 20000000LL;
-		for (int i = 19; i > 0; i--)
-			stamp[i - 1] = stamp[i] - (i % 2 ? 95000000LL : 105000000LL);
-		rdmaq_cadence_init(&cad);
-		for (int i = 0; i < 20; i++)
-			rdmaq_cadence_observe(&cad, stamp[i], stamp[i]);
+		far_writer(&cad);
 		/* look 2 (the re-check before blocking) loses the CPU for half a second */
 		msg = (struct message){ .lost_at = 2, .lost_ns = 500000000LL, .due = there ? 3 : 0 };
 		ret = rdmaq_wait_prepare_window(&wt, &cad, message_landed, &msg,
