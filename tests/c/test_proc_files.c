@@ -79,6 +79,16 @@ static void test_a_start_time_that_cannot_be_read_is_0(void)
 	stand_in = NULL;
 }
 
+/* The stand-in holds `text`: does the thread's schedstat read as 1, 2 and 3? */
+static bool schedstat_reads_1_2_3(const char *text)
+{
+	uint64_t ran = 0, delayed = 0, slices = 0;
+
+	stand_in_holds(text);
+	return rdmaq_thread_schedstat(&ran, &delayed, &slices) && ran == 1 && delayed == 2 &&
+	       slices == 3;
+}
+
 /* No schedstat (no file, or nothing in it) is no schedstat, not made-up counters. */
 static void test_a_schedstat_that_cannot_be_read_is_none(void)
 {
@@ -88,41 +98,36 @@ static void test_a_schedstat_that_cannot_be_read_is_none(void)
 	CHECK(!rdmaq_thread_schedstat(&ran, &delayed, &slices));
 	stand_in_holds("");
 	CHECK(!rdmaq_thread_schedstat(&ran, &delayed, &slices));
-	stand_in_holds("1 2 3\n");
-	CHECK(rdmaq_thread_schedstat(&ran, &delayed, &slices));
-	CHECK(ran == 1 && delayed == 2 && slices == 3);
+	CHECK(schedstat_reads_1_2_3("1 2 3\n"));
 	stand_in = NULL;
+}
+
+/* "1 2 3" padded with spaces to `len` - 1 bytes, at the start or at the end, as the
+ * stand-in schedstat: read as exactly those three counters? */
+static bool padded_schedstat_reads_1_2_3(size_t len, bool at_end)
+{
+	char line[512];
+	bool ok;
+
+	memset(line, ' ', len);
+	memcpy(at_end ? line + len - 6 : line, "1 2 3", 5);
+	line[len - 1] = '\0';
+	ok = schedstat_reads_1_2_3(line);
+	stand_in = NULL;
+	return ok;
 }
 
 /* A file longer than the reader's buffer is read up to the buffer's end, which stays
  * a string: its start is what counts. */
 static void test_a_file_longer_than_the_buffer_is_cut_at_it(void)
 {
-	uint64_t ran = 0, delayed = 0, slices = 0;
-	char line[512];
-
-	memset(line, ' ', sizeof(line));
-	memcpy(line, "1 2 3", 5);
-	line[sizeof(line) - 1] = '\0';
-	stand_in_holds(line);
-	CHECK(rdmaq_thread_schedstat(&ran, &delayed, &slices));
-	CHECK(ran == 1 && delayed == 2 && slices == 3);
-	stand_in = NULL;
+	CHECK(padded_schedstat_reads_1_2_3(512, false));
 }
 
 /* A file of exactly the buffer's room (95 bytes for schedstat's 96) is read whole. */
 static void test_a_file_that_fills_the_buffer_is_read_whole(void)
 {
-	uint64_t ran = 0, delayed = 0, slices = 0;
-	char line[96];
-
-	memset(line, ' ', sizeof(line));
-	memcpy(line + sizeof(line) - 6, "1 2 3", 5);
-	line[sizeof(line) - 1] = '\0';
-	stand_in_holds(line);
-	CHECK(rdmaq_thread_schedstat(&ran, &delayed, &slices));
-	CHECK(ran == 1 && delayed == 2 && slices == 3);
-	stand_in = NULL;
+	CHECK(padded_schedstat_reads_1_2_3(96, true));
 }
 
 /* Each look opens and closes its file: a thousand looks under a limit of 32 open

@@ -15,7 +15,6 @@ import multiprocessing
 import os
 import subprocess
 import sys
-import threading
 import time
 import types
 
@@ -858,26 +857,16 @@ def test_a_remote_reader_s_negative_timeout_looks_once_and_times_out():
     """Over ZMQ too, a negative timeout is a look (zmq reads a negative poll timeout as
     "for ever"): the dequeue and the ZMQ reader's own recv raise TimeoutError at once."""
     w, r = _pair(0)
-    raised: list = []
     try:
         for call in (r.dequeue, r._remote.recv):
             for timeout in (-1, -0.5):
-                t = threading.Thread(target=lambda c=call, t=timeout: raised.append(_raises(c, t)))
-                t.start()
+                t, box = in_thread(lambda c=call, t=timeout: c(timeout=t))
                 t.join(timeout=30)
                 assert not t.is_alive(), f"{call.__name__}(timeout={timeout}) did not return"
-        assert raised == [TimeoutError] * 4
+                assert type(box.get("error")) is TimeoutError, box
     finally:
         r.shutdown()
         w.shutdown()
-
-
-def _raises(fn, timeout):
-    try:
-        fn(timeout=timeout)
-    except Exception as e:  # noqa: BLE001 - the type is the result
-        return type(e)
-    return None
 
 
 def test_a_reader_says_at_debug_level_where_it_attached(caplog):
