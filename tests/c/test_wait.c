@@ -373,7 +373,7 @@ static void test_a_busy_spin_budget_leaves_an_idle_cpu_alone(void)
 
 /*
  * The experiments and the settle distance come from the configuration, whose
- * limits are values it takes (1 s of busy spin, 1 for the free spin's switch,
+ * limits are values it takes (1 s of busy and of free spin, 1 for the free spin's switch,
  * RDMAQ_MAX_SETTLE_FAR_NS) while one more is refused, naming what, and leaves
  * the waiter as it was.  The core reads no environment variable.
  */
@@ -386,16 +386,21 @@ static void test_the_configuration_s_limits_are_inclusive(void)
 	CHECK(wt.busy_spin_ns == 0 && !wt.free_spin_busy && wt.settle_far_ns == RDMAQ_SETTLE_FAR_NS);
 	setenv("RDMAQ_BUSY_SPIN_US", "250", 1); /* read by nobody */
 	wc.busy_spin_ns = RDMAQ_MAX_SPIN_NS;
+	wc.free_spin_ns = RDMAQ_MAX_SPIN_NS;
 	wc.free_spin_busy = 1;
 	wc.settle_far_ns = RDMAQ_MAX_SETTLE_FAR_NS;
 	CHECK(rdmaq_waiter_configure(&wt, &wc) == 0);
-	CHECK(wt.busy_spin_ns == RDMAQ_MAX_SPIN_NS && wt.free_spin_busy &&
-	      wt.settle_far_ns == RDMAQ_MAX_SETTLE_FAR_NS);
+	CHECK(wt.busy_spin_ns == RDMAQ_MAX_SPIN_NS && wt.free_spin_ns == RDMAQ_MAX_SPIN_NS &&
+	      wt.free_spin_busy && wt.settle_far_ns == RDMAQ_MAX_SETTLE_FAR_NS);
 	unsetenv("RDMAQ_BUSY_SPIN_US");
 
 	wc = (struct rdmaq_wait_config){ .spin_ns = 7, .busy_spin_ns = RDMAQ_MAX_SPIN_NS + 1U };
 	CHECK(rdmaq_waiter_configure(&wt, &wc) == -EINVAL);
 	CHECK(strcmp(rdmaq_errmsg(), "busy spin must be at most 1000000000 ns, got 1000000001") ==
+	      0);
+	wc = (struct rdmaq_wait_config){ .spin_ns = 7, .free_spin_ns = RDMAQ_MAX_SPIN_NS + 1U };
+	CHECK(rdmaq_waiter_configure(&wt, &wc) == -EINVAL);
+	CHECK(strcmp(rdmaq_errmsg(), "free spin must be at most 1000000000 ns, got 1000000001") ==
 	      0);
 	wc = (struct rdmaq_wait_config){ .spin_ns = 7, .free_spin_busy = 2 };
 	CHECK(rdmaq_waiter_configure(&wt, &wc) == -EINVAL);
@@ -406,11 +411,21 @@ static void test_the_configuration_s_limits_are_inclusive(void)
 	CHECK(strstr(rdmaq_errmsg(), "settle distance") != NULL);
 	/* refused: nothing changed */
 	CHECK(wt.spin_max_ns == SPIN_MAX_NS && wt.busy_spin_ns == RDMAQ_MAX_SPIN_NS &&
-	      wt.free_spin_busy && wt.settle_far_ns == RDMAQ_MAX_SETTLE_FAR_NS);
+	      wt.free_spin_ns == RDMAQ_MAX_SPIN_NS && wt.free_spin_busy &&
+	      wt.settle_far_ns == RDMAQ_MAX_SETTLE_FAR_NS);
 
 	wc = (struct rdmaq_wait_config){ .spin_ns = 7, .busy_spin_ns = 1000, .settle_far_ns = 7000 };
 	CHECK(rdmaq_waiter_configure(&wt, &wc) == 0);
-	CHECK(wt.busy_spin_ns == 1000 && !wt.free_spin_busy && wt.settle_far_ns == 7000);
+	CHECK(wt.busy_spin_ns == 1000 && !wt.free_spin_ns && !wt.free_spin_busy &&
+	      wt.settle_far_ns == 7000);
+}
+
+/* A negative timeout is no deadline: -1, whatever the timeout (wait.h). */
+static void test_a_negative_timeout_is_no_deadline(void)
+{
+	CHECK(rdmaq_deadline(-1) == -1);
+	CHECK(rdmaq_deadline(-7) == -1);
+	CHECK(rdmaq_deadline(INT64_MIN) == -1);
 }
 
 /* A cadence whose last message was stamped now and whose intervals are all `iv`. */
@@ -611,6 +626,7 @@ int main(void)
 	test_a_configured_free_spin_takes_effect();
 	test_a_spin_looks_at_the_clock_every_64_rounds();
 	test_a_spin_that_ends_late_doubles_its_budget();
+	test_a_negative_timeout_is_no_deadline();
 	test_a_wait_at_its_deadline_times_out_without_blocking();
 	test_a_spin_that_reads_its_deadline_times_out_there();
 	test_a_failed_first_look_fails_the_nap_s_preparation();

@@ -3,7 +3,8 @@ built by tests/c/Makefile and run by tests/c/run.sh.  Among them the edges Pytho
 reaches: ring_edges (a fork child's count, a segment that cannot be mapped, drop_reader past
 its first word, try_put while an ABORT is owed, ...), spin_preempted (a spin that loses its
 CPU, on a made-up clock), busy_preempted, reader_nap (the nap to a predicted window), proc_files
-(/proc files that cannot be read), peer_check (a dead peer behind any timeout pattern)."""
+(/proc files that cannot be read), peer_check (a dead peer behind any timeout pattern), wait_clock
+(each boundary of a wait, on a clock the test moves)."""
 import os
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 TESTS_C = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c")
 UNITS = ["cadence", "wait", "recovery", "cadence_limits", "ring_api", "window", "slice", "busy", "schedstat",
          "paced", "ring_edges", "spin_preempted", "busy_preempted", "reader_nap",
-         "proc_files", "peer_check"]
+         "proc_files", "peer_check", "wait_clock"]
 
 
 @pytest.mark.parametrize("unit", UNITS)
