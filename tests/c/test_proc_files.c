@@ -3,9 +3,12 @@
  * The readers of /proc files, on files they cannot use: schedstat.c's (the
  * thread's schedstat, the running count of /proc/loadavg, the idle time of /proc/uptime) and shm_proc.c's (a process's start time).  Linked with
  * --wrap=open: while `stand_in` is set, the /proc file opens as that file of
- * the test's instead, so each test chooses what the reader finds.
+ * the test's instead, so each test chooses what the reader finds.  Also with
+ * --wrap=pread (a look at the descriptor read, a buffer left dirty before the
+ * read), --wrap=sched_getaffinity and --wrap=getrusage (a call that fails).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -37,6 +40,51 @@ int __wrap_open(const char *path, int flags, ...)
 		va_end(ap);
 	}
 	return __real_open(stand_in ? stand_in : path, flags, mode);
+}
+
+/*
+ * While `dirty_buffer` is set, the buffer a read is handed holds " 9 9 9 ..." before the
+ * read (as a stack left by earlier calls may): the bytes past those read are numbers
+ * to a reader that parses them.  Each read notes its descriptor's FD_ flags.
+ */
+static bool dirty_buffer;
+static int read_fd_flags = -1;
+
+ssize_t __real_pread(int fd, void *buf, size_t count, off_t offset);
+ssize_t __wrap_pread(int fd, void *buf, size_t count, off_t offset);
+
+ssize_t __wrap_pread(int fd, void *buf, size_t count, off_t offset)
+{
+	read_fd_flags = fcntl(fd, F_GETFD);
+	for (size_t i = 0; dirty_buffer && i < count; i++)
+		((char *)buf)[i] = " 9"[i % 2];
+	return __real_pread(fd, buf, count, offset);
+}
+
+/* While set, sched_getaffinity and getrusage fail (EINVAL). */
+static bool affinity_fails, rusage_fails;
+
+int __real_sched_getaffinity(pid_t pid, size_t size, cpu_set_t *set);
+int __wrap_sched_getaffinity(pid_t pid, size_t size, cpu_set_t *set);
+int __real_getrusage(int who, struct rusage *usage);
+int __wrap_getrusage(int who, struct rusage *usage);
+
+int __wrap_sched_getaffinity(pid_t pid, size_t size, cpu_set_t *set)
+{
+	if (affinity_fails) {
+		errno = EINVAL;
+		return -1;
+	}
+	return __real_sched_getaffinity(pid, size, set);
+}
+
+int __wrap_getrusage(int who, struct rusage *usage)
+{
+	if (rusage_fails) {
+		errno = EINVAL;
+		return -1;
+	}
+	return __real_getrusage(who, usage);
 }
 
 static char file[] = "/tmp/rdmaq-proc-files-XXXXXX";
@@ -102,6 +150,25 @@ static void test_a_schedstat_that_cannot_be_read_is_none(void)
 	stand_in = NULL;
 }
 
+/*
+ * Only the bytes read are parsed, whatever the buffer held before: on a buffer full of
+ * numbers an empty file and a file of one digit are no schedstat, and "1 2 3" with no
+ * newline ends at its 3.
+ */
+static void test_only_the_bytes_read_are_parsed(void)
+{
+	uint64_t ran, delayed, slices;
+
+	dirty_buffer = true;
+	stand_in_holds("");
+	CHECK(!rdmaq_thread_schedstat(&ran, &delayed, &slices));
+	stand_in_holds("7");
+	CHECK(!rdmaq_thread_schedstat(&ran, &delayed, &slices));
+	CHECK(schedstat_reads_1_2_3("1 2 3"));
+	dirty_buffer = false;
+	stand_in = NULL;
+}
+
 /* "1 2 3" padded with spaces to `len` - 1 bytes, at the start or at the end, as the
  * stand-in schedstat: read as exactly those three counters? */
 static bool padded_schedstat_reads_1_2_3(size_t len, bool at_end)
@@ -147,6 +214,23 @@ static void test_each_look_closes_its_file(void)
 	}
 	CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
 	CHECK(ok == 2000);
+}
+
+/* The /proc files are opened close-on-exec: a child that execs while one is open does
+ * not inherit it. */
+static void test_each_file_is_opened_close_on_exec(void)
+{
+	uint64_t ran, delayed, slices;
+
+	read_fd_flags = -1;
+	CHECK(rdmaq_thread_schedstat(&ran, &delayed, &slices));
+	CHECK(read_fd_flags >= 0 && (read_fd_flags & FD_CLOEXEC));
+	read_fd_flags = -1;
+	CHECK(rdmaq_cpus_crowded() >= 0);
+	CHECK(read_fd_flags >= 0 && (read_fd_flags & FD_CLOEXEC));
+	read_fd_flags = -1;
+	rdmaq_cpus_idle_ns();
+	CHECK(read_fd_flags >= 0 && (read_fd_flags & FD_CLOEXEC));
 }
 
 /*
@@ -204,6 +288,19 @@ static void test_crowded_starts_at_one_task_more_than_this_thread_s_cpus(void)
 	stand_in = NULL;
 }
 
+/* CPUs that cannot be counted (sched_getaffinity fails) make crowding and the CPUs'
+ * idle time "unknown" (-1), not "not crowded" or a time, from files that say both. */
+static void test_cpus_that_cannot_be_counted_are_unknown(void)
+{
+	affinity_fails = true;
+	stand_in_holds("0.00 0.01 0.05 1/345 6789\n");
+	CHECK(rdmaq_cpus_crowded() == -1);
+	stand_in_holds("50014.68 80092.05\n");
+	CHECK(rdmaq_cpus_idle_ns() == -1);
+	affinity_fails = false;
+	stand_in = NULL;
+}
+
 /*
  * The CPUs' idle time is /proc/uptime's second field, seconds and hundredths, in ns;
  * a file that does not say is "unknown" (-1), and so is the sum of every online CPU's
@@ -249,6 +346,14 @@ static void test_preemptions_are_counted(void)
 	CHECK(rdmaq_thread_preemptions() >= 0);
 }
 
+/* A count getrusage cannot give is "unknown" (-1), not 0 switches. */
+static void test_preemptions_that_cannot_be_counted_are_unknown(void)
+{
+	rusage_fails = true;
+	CHECK(rdmaq_thread_preemptions() == -1);
+	rusage_fails = false;
+}
+
 int main(void)
 {
 	int fd = mkstemp(file);
@@ -260,13 +365,17 @@ int main(void)
 	test_a_start_time_is_field_22_after_the_name();
 	test_a_start_time_that_cannot_be_read_is_0();
 	test_a_schedstat_that_cannot_be_read_is_none();
+	test_only_the_bytes_read_are_parsed();
 	test_a_file_longer_than_the_buffer_is_cut_at_it();
 	test_a_file_that_fills_the_buffer_is_read_whole();
 	test_each_look_closes_its_file();
+	test_each_file_is_opened_close_on_exec();
 	test_crowded_is_more_running_tasks_than_cpus_this_thread_may_use();
 	test_crowded_starts_at_one_task_more_than_this_thread_s_cpus();
+	test_cpus_that_cannot_be_counted_are_unknown();
 	test_idle_time_is_uptime_s_second_field_for_a_thread_on_every_cpu();
 	test_preemptions_are_counted();
+	test_preemptions_that_cannot_be_counted_are_unknown();
 	unlink(file);
 	return check_report("proc_files");
 }

@@ -2,6 +2,8 @@
 queue's readers and writer fit the process's CPUs, no CPU quota applies and schedstat can be
 read, ``efficient`` never past its window; the library and `rdmaq doctor` give the same
 decision and reason, word for word; bad values are named."""
+import dataclasses
+
 import pytest
 
 import rdmaq
@@ -51,7 +53,25 @@ def test_the_policy_and_the_free_spin_come_from_the_environment(monkeypatch):
     # the argument names the policy only
     assert policy.for_reader("auto", 1, machine=MANY).free_spin_ns == 5_000_000
     monkeypatch.setenv("RDMAQ_FREE_SPIN_US", "0")
-    assert "RDMAQ_FREE_SPIN_US=0" in policy.for_reader(None, 1, machine=MANY).reason
+    off = policy.for_reader(None, 1, machine=MANY)
+    assert off.free_spin_ns == 0 and "RDMAQ_FREE_SPIN_US=0" in off.reason
+
+
+def test_the_reason_counts_the_readers_in_words():
+    """The reason names the queue as doctor prints it: "1 reader", "8 readers"."""
+    assert "auto, 1 reader and their writer fit 64 CPUs" in policy.decide("auto", 1, 20000, MANY).reason
+    assert "auto, 8 readers and their writer fit 64 CPUs" in policy.decide("auto", 8, 20000, MANY).reason
+    assert "auto, 8 readers and their writer on 2 CPUs" in policy.decide("auto", 8, 20000, FEW).reason
+
+
+@pytest.mark.parametrize("make, field", [
+    (lambda: policy.Machine(64, None, True), "cpus"),
+    (lambda: policy.decide("auto", 1, 20000, MANY), "free_spin_ns")], ids=["machine", "decision"])
+def test_a_machine_and_a_decision_cannot_be_changed(make, field):
+    """A Reader's waiting_policy says what its wait was set to when it was made, and one
+    Machine may be asked about by many decisions: neither can be altered after."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(make(), field, 0)
 
 
 @pytest.mark.parametrize("machine", [MANY, FEW], ids=["64 CPUs", "2 CPUs"])
