@@ -65,11 +65,11 @@ def test_the_reason_counts_the_readers_in_words():
 
 
 @pytest.mark.parametrize("make, field", [
-    (lambda: policy.Machine(64, None, True), "cpus"),
+    (policy.this_machine, "cpus"),
     (lambda: policy.decide("auto", 1, 20000, MANY), "free_spin_ns")], ids=["machine", "decision"])
 def test_a_machine_and_a_decision_cannot_be_changed(make, field):
-    """A Reader's waiting_policy says what its wait was set to when it was made, and one
-    Machine may be asked about by many decisions: neither can be altered after."""
+    """A Reader's waiting_policy says what its wait was set to when it was made, and a
+    Machine what that decision was made for: neither can be altered after."""
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(make(), field, 0)
 
