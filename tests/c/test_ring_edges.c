@@ -8,7 +8,7 @@
  * returned in batches, a reader dropped twice, a sleeper other than reader 0,
  * a writer created while errno says EEXIST, a segment made under the name of
  * a writer after it unlinked it; the try calls at every edge of their checks
- * (room, ring size, a put or recv left mid-message, the caller's buffer).
+ * (room, ring size, max_message, a put or recv left mid-message, the caller's buffer).
  * One thread, the shm transport; a writer's ops are swapped for a copy where
  * a transport behaviour (a dead reader, a credit fetch) must be made up.
  */
@@ -739,6 +739,35 @@ static void test_try_put_takes_a_message_of_the_whole_ring_and_not_a_byte_more(v
 }
 
 /*
+ * A message over max_message that one slot would hold: try_put declines it (-EAGAIN,
+ * nothing sent, no error of its own), and the put its caller falls back to refuses it.
+ */
+static void test_try_put_leaves_a_message_over_max_message_to_put(void)
+{
+	struct rdmaq_config cfg = base;
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char buf[8 * 1024];
+	struct rdmaq_iovec iov;
+	uint64_t len;
+
+	cfg.max_message = 100;
+	if (shm_pair(&cfg, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	iov = bytes_iov(101);
+	rdmaq_set_err(0, "none");
+	CHECK(rdmaq_writer_try_put(w, &iov, 1) == -EAGAIN && says("none"));
+	CHECK(rdmaq_writer_put(w, &iov, 1, SEC) == -EMSGSIZE &&
+	      says("exceeds max_message_bytes=100"));
+	iov = bytes_iov(100);
+	CHECK(rdmaq_writer_try_put(w, &iov, 1) == 0 && immediate(w, NULL) == 1);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 100);
+	shm_unpair(w, r);
+}
+
+/*
  * A put left mid-message (interrupted, resumable): try_put declines, whatever the room,
  * as it does while an ABORT is owed; the put that may wait abandons it, and the reader
  * drops what it has of it and reads the next message.
@@ -891,6 +920,7 @@ int main(void)
 	test_a_reader_closed_and_gone_before_ready_does_not_fail_the_writer();
 	test_try_put_takes_exactly_the_room_left_and_not_a_record_more();
 	test_try_put_takes_a_message_of_the_whole_ring_and_not_a_byte_more();
+	test_try_put_leaves_a_message_over_max_message_to_put();
 	test_try_put_declines_while_a_put_is_left_mid_message();
 	test_try_recv_takes_a_message_of_exactly_its_buffer_and_not_a_byte_more();
 	test_try_recv_declines_while_a_recv_is_left_mid_message();

@@ -119,6 +119,37 @@ def test_remote_readers_without_ranks_in_ring_mode_go_over_zmq_and_the_log_says_
         w.shutdown()
 
 
+def test_a_ring_reader_whose_writer_shut_down_before_ready_is_told_so():
+    """A ring reader's wait_until_ready waits for its writer: one whose writer shut down
+    before the queue was ready raises PeerClosedError instead of returning as if ready."""
+    import rdmaq
+
+    w = MQ(1, 1, max_chunk_bytes=1 << 20, max_chunks=4)
+    r = MQ.create_from_handle(w.export_handle(), 0)
+    w.shutdown()
+    try:
+        with pytest.raises(rdmaq.PeerClosedError, match="writer closed the queue before it was ready"):
+            r.wait_until_ready()
+    finally:
+        r.shutdown()
+
+
+def test_a_handle_made_for_local_readers_alone_counts_no_remote_reader():
+    """A handle built by hand from a ring's handle (local readers only, as a caller that
+    made its own ring does) says there is no remote reader, and so do its readers."""
+    import rdmaq
+
+    ring = rdmaq.Writer(1, transport="shm")
+    try:
+        h = rq.RdmaqHandle(local_reader_ranks=[0], ring=ring.handle)
+        assert (h.n_remote_reader, h.ring_remote_ranks) == (0, None)
+        r = MQ.create_from_handle(h, 0)
+        assert (r.n_local_reader, r.n_remote_reader) == (1, 0)
+        r.shutdown()
+    finally:
+        ring.close()
+
+
 @pytest.mark.parametrize("frames", [[b"a message"], [b"READY", b"and more"]],
                          ids=["another message", "READY with more frames"])
 def test_a_remote_reader_whose_writer_sends_anything_but_ready_first_says_so(frames):
