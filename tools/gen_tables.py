@@ -300,7 +300,7 @@ def dev2core_serve() -> str:
 
 
 # (document, table name, builder)
-FRESH_SAMPLE = "docs/mutation/fresh-2026-12-06.json"  # the fresh sample docs/testing.md reports
+FRESH_SAMPLE = "docs/mutation/fresh-2026-12-07.json"  # the fresh sample docs/testing.md reports
 
 
 def fresh_sample() -> str:
