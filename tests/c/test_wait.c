@@ -3,8 +3,8 @@
  * The adaptive spin on its own: a waiter with made-up blocking ops and a
  * condition that turns true after a set number of looks (or when the
  * waiter blocks), so what is checked is counted, never timed.  Linked
- * with this file's rdmaq_cpu_busy() instead of busy.c: the machine's load
- * must not decide whether a wait spins here.
+ * with chosen_busy.h's rdmaq_cpu_busy() instead of busy.c: the machine's
+ * load must not decide whether a wait spins here.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -12,27 +12,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "busy.h"
 #include "check.h"
+#include "chosen_busy.h"
 #include "fake_endpoint.h"
 #include "frozen_clock.h"
 #include "wait.h"
 
 #define SPIN_MAX_NS 1000000U /* 1 ms: a failed full spin costs little here */
-
-static bool cpu_busy; /* what rdmaq_cpu_busy() says: the tests choose */
-
-bool rdmaq_cpu_busy(int64_t now_ns)
-{
-	(void)now_ns;
-	return cpu_busy;
-}
-
-bool rdmaq_cpu_busy_preempted(int64_t now_ns)
-{
-	(void)now_ns;
-	return true; /* a gap in the clock is a preemption */
-}
 
 /* A message that lands after `due` looks at the ring, or when the reader blocks. */
 struct message {

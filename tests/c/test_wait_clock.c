@@ -6,15 +6,15 @@
  * look that takes time, a block that sleeps out its timeout, a peer check
  * that stalls), so what is checked is counted (looks at the ring, the stats,
  * the timeout each block asked for, prepare/finish pairs), never timed.
- * Linked with this file's rdmaq_cpu_busy(): the tests choose whether the CPU
- * is contended.
+ * Linked with chosen_busy.h's rdmaq_cpu_busy(): the tests choose whether the
+ * CPU is contended.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "busy.h"
 #include "check.h"
+#include "chosen_busy.h"
 #include "frozen_clock.h"
 #include "wait.h"
 
@@ -26,20 +26,6 @@
 #define PREEMPT_GAP_NS 200000LL /* a spin round this long lost its CPU (RDMAQ_PREEMPT_GAP_NS) */
 #define MIN_NAP_NS     20000LL	/* no shorter nap (RDMAQ_MIN_NAP_NS) */
 #define NAP_LATE_NS    500000LL /* a nap this late past its margin lost its CPU (RDMAQ_NAP_LATE_NS) */
-
-static bool cpu_busy; /* what rdmaq_cpu_busy() says: the tests choose */
-
-bool rdmaq_cpu_busy(int64_t now_ns)
-{
-	(void)now_ns;
-	return cpu_busy;
-}
-
-bool rdmaq_cpu_busy_preempted(int64_t now_ns)
-{
-	(void)now_ns;
-	return true; /* a gap in the clock is a preemption */
-}
 
 /*
  * The ring the wait looks at: the message is there from look `due` on (0: only
