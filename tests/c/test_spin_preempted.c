@@ -16,6 +16,7 @@
 #include "busy.h"
 #include "check.h"
 #include "fake_endpoint.h"
+#include "far_writer.h"
 #include "frozen_clock.h"
 #include "wait.h"
 
@@ -193,20 +194,6 @@ static void test_a_deadline_at_clock_zero_has_passed(void)
 	msg = (struct message){ 0 };
 	CHECK(rdmaq_wait(&wt, message_landed, &msg, 0) == -ETIMEDOUT);
 	CHECK(stats.sleeps == 0 && !msg.landed);
-}
-
-/* A writer stamping every 95 or 105 ms, the last 20 ms before frozen_ns: the next
- * message is ~80 ms away. */
-static void far_writer(struct rdmaq_cadence *cad)
-{
-	int64_t stamp[20];
-
-	stamp[19] = frozen_ns - 20000000LL;
-	for (int i = 19; i > 0; i--)
-		stamp[i - 1] = stamp[i] - (i % 2 ? 95000000LL : 105000000LL);
-	rdmaq_cadence_init(cad);
-	for (int i = 0; i < 20; i++)
-		rdmaq_cadence_observe(cad, stamp[i], stamp[i]);
 }
 
 /*

@@ -15,6 +15,7 @@
 
 #include "check.h"
 #include "chosen_busy.h"
+#include "far_writer.h"
 #include "frozen_clock.h"
 #include "wait.h"
 
@@ -532,22 +533,6 @@ static void test_a_nap_later_than_its_margin_allows_lost_its_cpu(void)
 		CHECK(stats.preempted == (uint64_t)more && (cad.skip != 0) == more);
 	}
 	frozen_ns = 0;
-}
-
-/*
- * A writer stamping every 95 or 105 ms, the last 20 ms before T0: the next
- * message is ~80 ms away, so a window is predicted and napped for.
- */
-static void far_writer(struct rdmaq_cadence *cad)
-{
-	int64_t stamp[20];
-
-	stamp[19] = T0 - 20 * MS;
-	for (int i = 19; i > 0; i--)
-		stamp[i - 1] = stamp[i] - (i % 2 ? 95 * MS : 105 * MS);
-	rdmaq_cadence_init(cad);
-	for (int i = 0; i < 20; i++)
-		rdmaq_cadence_observe(cad, stamp[i], stamp[i]);
 }
 
 /* A nap interrupted (a signal) fails the nap's preparation with that error. */
