@@ -11,25 +11,13 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "busy.h"
 #include "check.h"
 #include "fake_endpoint.h"
 #include "frozen_clock.h"
+#include "never_busy.h"
 #include "wait.h"
 
 #define MS 1000000LL
-
-bool rdmaq_cpu_busy(int64_t now_ns)
-{
-	(void)now_ns;
-	return false;
-}
-
-bool rdmaq_cpu_busy_preempted(int64_t now_ns)
-{
-	(void)now_ns;
-	return true; /* a gap in the clock is a preemption */
-}
 
 static struct rdmaq_stats stats;
 static int peer_checks, peer_dead, landed;

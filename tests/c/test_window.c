@@ -5,7 +5,7 @@
  * that lands at a set time, before, inside or after the predicted window.
  * What is checked is counted (naps, windows, misses, woken) and how the wait
  * ended; a nap or spin that lost its CPU on a loaded machine is allowed for
- * (stats.preempted), as in test_wait.c.  Linked with this file's
+ * (stats.preempted), as in test_wait.c.  Linked with chosen_busy.h's
  * rdmaq_cpu_busy(): the machine's load must not decide whether a window opens.
  */
 #include <errno.h>
@@ -16,27 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "busy.h"
 #include "check.h"
+#include "chosen_busy.h"
 #include "fake_endpoint.h"
 #include "wait.h"
 
 #define US 1000LL
 #define MS 1000000LL
-
-static bool busy;
-
-bool rdmaq_cpu_busy(int64_t now_ns)
-{
-	(void)now_ns;
-	return busy;
-}
-
-bool rdmaq_cpu_busy_preempted(int64_t now_ns)
-{
-	(void)now_ns;
-	return true; /* a gap in the clock is a preemption */
-}
 
 /* A message landing at `at_ns`; `late_ns`: how much later than asked a nap ends;
  * `woke_ns`: when the first block (the nap) ended: on a loaded machine, maybe well
@@ -104,7 +90,7 @@ static struct rdmaq_cad_window setup(void)
 	rdmaq_cadence_init(&cad);
 	for (int i = 0; i < 20; i++)
 		rdmaq_cadence_observe(&cad, stamp[i], stamp[i]);
-	busy = false;
+	cpu_busy = false;
 	CHECK(rdmaq_cadence_window(&cad, rdmaq_now_ns(), &w));
 	CHECK(w.spin_until - w.spin_from == RDMAQ_CAD_MAX_SPIN_NS); /* 1 ms: the budget */
 	return w;
@@ -206,7 +192,7 @@ static void test_a_busy_cpu_opens_no_window(void)
 {
 	struct rdmaq_cad_window w = setup();
 
-	busy = true;
+	cpu_busy = true;
 	CHECK(wait_for(w.spin_from, -1) == 0);
 	CHECK(stats.naps == 0 && stats.windows == 0 && stats.busy == 1);
 	if (in_time(&w))
