@@ -347,6 +347,22 @@ def _paced_range(name: str, readers: int, attackers: int, key: str) -> str:
 LAYOUT3 = "2026-12-03-dev2core-ea9d05d-layout3-ab"
 
 
+DEV2_CURVE = "2026-12-07-dev2core-8312c54-cpu-curve/dev2core-curve-tp1-points.json"
+
+
+def dev2core_curve() -> str:
+    """`rdmaq bench sweep`'s points: each waiting a user can pick, and vLLM's two readers."""
+    rows = []
+    for pt in load(DEV2_CURVE)["points"]:
+        name = pt["queue"].replace("rdmaq-shm@", "rdmaq-shm, ")
+        if pt["queue"] == "rdmaq-shm":
+            name = "rdmaq-shm (the default: policy auto)"
+        rows.append((f"`{name}`", f"{pt['pace_ns'] / 1e6:g} ms", fmt(pt["p99_ratio_median"]),
+                     f"{pt['reader_cpu_pct_max']:.0f} %" if pt["reader_cpu_pct_max"] >= 10
+                     else f"{pt['reader_cpu_pct_max']:.1f} %", link(DEV2_CURVE, "")))
+    return table(["queue", "pace", "p99 ÷ the better vLLM", "reader CPU", "from"], rows)
+
+
 def layout3() -> str:
     """docs/investigations/reorganisation.md: the benchmark's reorganisation, before and after."""
     rows = []
@@ -388,6 +404,7 @@ TABLES = [
     ("docs/benchmarks.md", "h200-micro", h200_micro),
     ("docs/benchmarks.md", "dev2core-micro", dev2core_micro),
     ("docs/benchmarks.md", "dev2core-hotpath", dev2core_hotpath),
+    ("docs/benchmarks.md", "dev2core-curve", dev2core_curve),
     ("docs/benchmarks.md", "dev2core-serve", dev2core_serve),
     ("docs/investigations/reorganisation.md", "layout3", layout3),
     ("docs/testing.md", "fresh-sample", fresh_sample),
