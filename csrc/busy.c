@@ -75,10 +75,17 @@ bool rdmaq_cpu_busy_preempted(int64_t now)
 	if (preemptions >= 0 && preemptions == preemptions_seen)
 		return false;
 	preemptions_seen = preemptions;
+	/* A task took the CPU while the CPUs had idle time to spare since the last verdict:
+	 * one passing through (a waking writer, a kernel worker), not a crowd; the
+	 * scheduler gives the spin a CPU back at once.  Spin on. */
+	idle_now = rdmaq_cpus_idle_ns();
+	idle_now_at = now;
+	if (busy_crowded() == 0)
+		return false;
 	busy_state = true;
 	busy_hold_until = now + RDMAQ_BUSY_HOLD_NS;
 	/* The next verdict judges what comes after the hold. */
 	if (rdmaq_thread_schedstat(&ran, &delayed, &slices))
-		busy_start_period(ran, delayed, rdmaq_cpus_idle_ns(), now);
+		busy_start_period(ran, delayed, idle_now, now);
 	return true;
 }

@@ -27,7 +27,10 @@
  * A spin that loses its CPU (a gap in its clock) holds the thread busy,
  * unless no other task took the CPU (no involuntary switch of the thread
  * since the last look): the host ran something else on the vCPU (steal),
- * which spinning or not costs nobody here.
+ * which spinning or not costs nobody here; or unless the CPUs were not
+ * short of idle time since the last verdict (as above): a task passing
+ * through took it (the writer waking, a kernel worker), and on an idle
+ * 2-CPU VM one such switch held a reader busy, asleep, for a whole second.
  *
  * Unreadable: schedstat's means "not busy" (spinning is bounded by
  * the adaptive budget anyway); the idle time's and the running count's leave

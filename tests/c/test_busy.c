@@ -362,6 +362,38 @@ static void test_a_gap_with_no_involuntary_switch_is_the_host_s(void)
 	CHECK(rdmaq_cpu_busy(now + 3));
 }
 
+/*
+ * A task that took a spinning thread's CPU while the CPUs had idle time to spare
+ * since the last verdict was passing through (a waking writer, a kernel worker): no
+ * hold, the spin goes on, though the running count says crowded.  The line is the
+ * verdict's: half a CPU idle on average is not crowded, a nanosecond less is.
+ */
+static void test_a_preemption_with_cpus_to_spare_holds_nothing(void)
+{
+	int64_t now = 10000000 * MS;
+
+	crowded = 1;
+	preemptions = 7;
+	idle = 3000 * MS;
+	rdmaq_cpu_busy(now - RDMAQ_BUSY_HOLD_NS); /* what earlier tests left, judged */
+	ran += 10 * MS;
+	CHECK(!rdmaq_cpu_busy(now)); /* a look: the idle time and 7 switches so far */
+	preemptions = 8;
+	idle += 5 * MS; /* half a CPU over the next 10 ms */
+	CHECK(!rdmaq_cpu_busy_preempted(now + 10 * MS));
+	CHECK(!rdmaq_cpu_busy(now + 10 * MS));
+	preemptions = 9;
+	CHECK(rdmaq_cpu_busy_preempted(now + 10 * MS + 1));
+	CHECK(rdmaq_cpu_busy(now + 10 * MS + RDMAQ_BUSY_HOLD_NS));
+	/* Neither the idle time nor the running count known: a switch is a crowd's, as ever. */
+	idle = -1;
+	crowded = -1;
+	preemptions = 10;
+	CHECK(rdmaq_cpu_busy_preempted(now + 10 * MS + 2 * RDMAQ_BUSY_HOLD_NS));
+	crowded = 1;
+	preemptions = -1;
+}
+
 /* A new thread never switched out has a count of 0: a gap with the count still 0 is the host's. */
 static void *never_switched_out(void *arg)
 {
@@ -492,5 +524,6 @@ int main(void)
 	test_each_thread_is_judged_by_its_own_schedstat();
 	test_judged_from_exactly_the_least_runnable_time();
 	test_a_new_thread_is_free_while_another_is_held_busy();
+	test_a_preemption_with_cpus_to_spare_holds_nothing();
 	return check_report("busy");
 }
