@@ -382,6 +382,10 @@ def main(argv=None) -> int:
     finish(result, args)
     for text in result.get("verdict", []):
         print(text)
+    if any(": none (" not in line for line in result.get("verdict", [])):  # a verdict compared
+        v = {k: result["machine"]["versions"].get(k) or "of unknown version" for k in ("rdmaq", "vllm")}
+        print(f"(rdmaq {v['rdmaq']} against vLLM {v['vllm']}: each sub-run against the better of its plain "
+              "and spin-loop readers)")
     if alone:  # again where it is seen: under the table
         print(f"{PROG}: {NO_COMPARISON}", file=sys.stderr)
     return 1 if failed else 0

@@ -157,6 +157,22 @@ def test_quick_run_vllm_references(tmp_path):
     _check_result(data, "vllm-spinloop", 1, subruns=2)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                    reason="missing dependency: vllm (tests/bench/ci.sh installs it --no-deps)")
+@pytest.mark.timeout(240)
+def test_a_quick_verdict_names_the_releases_it_compared(tmp_path, capsys):
+    out = tmp_path / "q.json"
+    rc = cli.main(["--quick", "--queues", "rdmaq-shm,vllm", "--readers", "1", "--sizes", "64",
+                   "--attackers", "0", "--json", str(out)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    v = data["machine"]["versions"]
+    lines = capsys.readouterr().out.rstrip().splitlines()
+    assert lines[-2] == data["verdict"][0] and ": none (" not in lines[-2]
+    assert lines[-1] == (f"(rdmaq {v['rdmaq']} against vLLM {v['vllm']}: each sub-run against the better of "
+                         "its plain and spin-loop readers)")
+
+
 def test_unavailable_queue_is_skipped_with_a_message(tmp_path, capsys):
     # no RDMA device on CI machines: verbs is skipped, and with nothing else to run the exit is 1
     import os
