@@ -172,7 +172,7 @@ P50_P99_P999 = ["p50_ratio", "p99_ratio", "p999_ratio"]
 
 # `rdmaq bench --quick` as the README's "Measure it yourself" runs it, on the 2-core VM: its
 # verdict lines are what a user compares with the table, so the table quotes them.
-DEV2_QUICK = [f"2026-12-07-dev2core-8312c54-quick/dev2core-quick-r{i}.json" for i in (1, 2, 3)]
+DEV2_QUICK = [f"2026-12-07-dev2core-f2079de-quick/dev2core-quick-r{i}.json" for i in (1, 2, 3)]
 
 
 def quick_figures(name: str, setting: str) -> str:
@@ -347,7 +347,7 @@ def _paced_range(name: str, readers: int, attackers: int, key: str) -> str:
 LAYOUT3 = "2026-12-03-dev2core-ea9d05d-layout3-ab"
 
 
-DEV2_CURVE = "2026-12-07-dev2core-8312c54-cpu-curve/dev2core-curve-tp1-points.json"
+DEV2_CURVE = "2026-12-07-dev2core-f2079de-cpu-curve/dev2core-curve-tp1-points.json"
 
 
 def dev2core_curve() -> str:
