@@ -104,7 +104,7 @@ struct rdmaq_reader {
 	uint64_t msg_off;      /* bytes of it already copied */
 	bool in_message;
 	bool closed;
-	bool planned;	/* `window` was napped to by rdmaq_reader_nap */
+	bool planned;	/* `window` was napped (or spun) to by rdmaq_reader_nap */
 	uint32_t forks; /* rdmaq_fork_count() when created (see rdmaq_forked) */
 	struct rdmaq_cad_window window;
 	struct rdmaq_cadence cadence;

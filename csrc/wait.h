@@ -101,9 +101,10 @@ int rdmaq_wait_next(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 		    const struct rdmaq_cad_window *planned, rdmaq_cond_fn cond, void *arg,
 		    int64_t deadline_ns);
 /*
- * Nap until the window `cad` predicts opens, without spinning: 1 when the
- * window is open and cond does not hold yet (*win says until when to
- * spin), 0 when there is no window or cond holds, <0 error.
+ * Nap until the window `cad` predicts opens (policy "auto" on a free CPU:
+ * spin to RDMAQ_WARM_LEAD_NS before it, time for the caller to warm its
+ * caches): 1 when the window is near and cond does not hold yet (*win says
+ * until when to spin), 0 when there is no window or cond holds, <0 error.
  */
 int rdmaq_wait_prepare_window(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
 			      rdmaq_cond_fn cond, void *arg, int64_t deadline_ns,

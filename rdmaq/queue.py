@@ -660,9 +660,10 @@ class Reader(_Endpoint):
         self._unsure = False
 
     def _nap_and_warm(self, warm: Callable[[], object], deadline: float | None) -> None:
-        """Nap until the next message is due, then warm the caches that receiving it
-        will use: a nap long enough to pay off is long enough for a CPU to lose them,
-        and a cold unpickle costs more than the wait it follows."""
+        """Nap until the next message is due (policy auto on a free CPU: spin), then
+        warm the caches that receiving it will use: a nap or spin long enough to pay
+        off is long enough for a CPU to lose them, and a cold unpickle costs more
+        than the wait it follows."""
         rc = self._call(self._lib.rdmaq_reader_nap, self._ptr, deadline=deadline)
         if rc > 0:
             warm()

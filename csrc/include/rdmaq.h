@@ -190,9 +190,10 @@ int rdmaq_reader_recv(struct rdmaq_reader *r, void *buf, uint64_t cap, uint64_t 
 int rdmaq_reader_try_recv(struct rdmaq_reader *r, void *buf, uint64_t cap, uint64_t *msg_len);
 /*
  * Between messages: nap until the window in which the next message is
- * predicted.  1 when the window is open and the message has not come yet
- * (a good moment to warm caches; the next peek/recv spins through the
- * window), 0 when no window is predicted or a message is there, <0 error.
+ * predicted (policy auto on a free CPU: spin to just before it).  1 when the
+ * window is near and the message has not come yet (a good moment to warm
+ * caches; the next peek/recv spins through the window), 0 when no window is
+ * predicted or a message is there, <0 error.
  */
 int rdmaq_reader_nap(struct rdmaq_reader *r, int64_t timeout_ns);
 int rdmaq_reader_close(struct rdmaq_reader *r);

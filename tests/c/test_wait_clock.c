@@ -27,6 +27,7 @@
 #define PREEMPT_GAP_NS 200000LL /* a spin round this long lost its CPU (RDMAQ_PREEMPT_GAP_NS) */
 #define MIN_NAP_NS     20000LL	/* no shorter nap (RDMAQ_MIN_NAP_NS) */
 #define NAP_LATE_NS    500000LL /* a nap this late past its margin lost its CPU (RDMAQ_NAP_LATE_NS) */
+#define WARM_LEAD_NS   50000LL	/* a spin to the window ends this early (RDMAQ_WARM_LEAD_NS) */
 
 /*
  * The ring the wait looks at: the message is there from look `due` on (0: only
@@ -551,6 +552,82 @@ static void test_an_interrupted_nap_fails_its_preparation(void)
 	frozen_ns = 0;
 }
 
+/* ------------------------------------------------- policy auto: the spin to the window */
+
+/* A waiter of policy "auto" (a free spin of up to 200 ms) facing far_writer's rhythm. */
+static void auto_waiter_init(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad)
+{
+	waiter_init(wt, 0);
+	wt->free_spin_ns = 200 * MS;
+	far_writer(cad);
+}
+
+/*
+ * On a free CPU a wait of policy auto spins to the window instead of napping to it,
+ * and stops the warm-up's lead (50 µs) before it opens: the caller warms its caches
+ * there.  The nap is then spent: the wait that follows spins through the window
+ * without blocking for the few µs left.
+ */
+static void test_policy_auto_spins_to_the_window_and_stops_a_warm_up_before_it(void)
+{
+	struct rdmaq_cad_window win, planned;
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	auto_waiter_init(&wt, &cad);
+	CHECK(rdmaq_cadence_window(&cad, frozen_ns, &planned));
+	ring.step_ns = 100; /* the spin reads the clock every 6.4 µs */
+	CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_there, &ring, -1, &win) == 1);
+	CHECK(win.spin_from == planned.spin_from && win.spin_until == planned.spin_until);
+	CHECK(stats.naps == 0 && ep.prepares == 0 && ep.blocks == 0);
+	CHECK(frozen_ns >= planned.sleep_until - WARM_LEAD_NS);
+	CHECK(frozen_ns < planned.sleep_until - WARM_LEAD_NS + 64 * ring.step_ns);
+	CHECK(win.sleep_until == frozen_ns);
+
+	ring.due = ring.looks + 100;
+	CHECK(wait_in(&wt, &cad, &win) == 0);
+	CHECK(stats.windows == 1 && stats.naps == 0 && ep.prepares == 0 && ep.blocks == 0);
+	CHECK(wt.how == RDMAQ_HOW_WINDOW);
+	frozen_ns = 0;
+}
+
+/*
+ * A window that opens within the warm-up's lead plus the shortest nap (70 µs) is
+ * not spun to (no time for a warm-up: the wait spins for the message as it comes);
+ * one that opens 1 ns later is.
+ */
+static void test_policy_auto_spins_to_no_window_opening_within_a_warm_up(void)
+{
+	for (int64_t more = 0; more <= 1; more++) {
+		struct rdmaq_cad_window win, planned;
+		struct rdmaq_cadence cad;
+		struct rdmaq_waiter wt;
+
+		auto_waiter_init(&wt, &cad);
+		CHECK(rdmaq_cadence_window(&cad, frozen_ns, &planned));
+		ring.step_ns = 100; /* the wait's first look at the ring moves the clock this */
+		frozen_ns = planned.sleep_until - WARM_LEAD_NS - MIN_NAP_NS - more - ring.step_ns;
+		CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_there, &ring, -1, &win) == more);
+		CHECK(stats.naps == 0 && ep.blocks == 0);
+	}
+	frozen_ns = 0;
+}
+
+/* On a contended CPU a wait of policy auto neither spins nor naps to the window. */
+static void test_policy_auto_on_a_busy_cpu_goes_to_no_window(void)
+{
+	struct rdmaq_cad_window win;
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	auto_waiter_init(&wt, &cad);
+	cpu_busy = true;
+	CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_there, &ring, -1, &win) == 0);
+	CHECK(ring.looks == 1 && stats.naps == 0 && ep.blocks == 0 && stats.busy == 1);
+	cpu_busy = false;
+	frozen_ns = 0;
+}
+
 int main(void)
 {
 	test_a_spin_looks_64_times_before_it_reads_the_clock();
@@ -572,5 +649,8 @@ int main(void)
 	test_a_nap_that_ends_on_time_lowers_the_expected_lateness();
 	test_a_nap_later_than_its_margin_allows_lost_its_cpu();
 	test_an_interrupted_nap_fails_its_preparation();
+	test_policy_auto_spins_to_the_window_and_stops_a_warm_up_before_it();
+	test_policy_auto_spins_to_no_window_opening_within_a_warm_up();
+	test_policy_auto_on_a_busy_cpu_goes_to_no_window();
 	return check_report("wait_clock");
 }
