@@ -124,7 +124,8 @@ class _ThreadPickler:
         return False
 
     def pickle(self, obj: Any) -> Pickled:
-        out, oob = self.out, list[memoryview]()
+        out = self.out
+        oob: list[memoryview] = []  # not list[memoryview](): calling a generic alias costs ~0.3 µs
         out.parts, out.nbytes, self.oob = [], 0, oob
         self.busy = True
         try:
