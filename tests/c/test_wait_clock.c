@@ -613,6 +613,27 @@ static void test_policy_auto_spins_to_no_window_opening_within_a_warm_up(void)
 	frozen_ns = 0;
 }
 
+/*
+ * A spin to the window that loses its CPU plans no window: the caller does not warm
+ * up, and its wait decides afresh (on a CPU now judged busy: it blocks) instead of
+ * spinning through the window; the preemption is counted and anticipation backs off.
+ */
+static void test_policy_auto_plans_no_window_after_a_spin_to_it_lost_its_cpu(void)
+{
+	struct rdmaq_cad_window win;
+	struct rdmaq_cadence cad;
+	struct rdmaq_waiter wt;
+
+	auto_waiter_init(&wt, &cad);
+	ring.jump_at = 2;
+	ring.jump_ns = PREEMPT_GAP_NS + 1;
+	CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_there, &ring, -1, &win) == 0);
+	CHECK(stats.preempted == 1 && stats.spins == 0 && stats.naps == 0 && ep.blocks == 0);
+	CHECK(cad.skip != 0);
+	CHECK(ring.looks == 1 + 64);
+	frozen_ns = 0;
+}
+
 /* On a contended CPU a wait of policy auto neither spins nor naps to the window. */
 static void test_policy_auto_on_a_busy_cpu_goes_to_no_window(void)
 {
@@ -652,5 +673,6 @@ int main(void)
 	test_policy_auto_spins_to_the_window_and_stops_a_warm_up_before_it();
 	test_policy_auto_spins_to_no_window_opening_within_a_warm_up();
 	test_policy_auto_on_a_busy_cpu_goes_to_no_window();
+	test_policy_auto_plans_no_window_after_a_spin_to_it_lost_its_cpu();
 	return check_report("wait_clock");
 }
