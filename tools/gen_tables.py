@@ -161,12 +161,15 @@ DEV2 = "2-vCPU VM"
 
 # The newest microbenchmark runs the README cites: on the GPU machine's CPUs, one round per TP;
 # on the 2-core VM, three interleaved rounds per case (their "new" files: the commit of the run).
-H100_MICRO = "2026-12-06-h100-caceccb-ab-c9ffba9"
-H100_RUNS = {8: [f"{H100_MICRO}/new-tp8-r1.json"], 4: [f"{H100_MICRO}/new-tp4-r2.json"]}
-DEV2_MICRO = "2026-12-06-dev2core-eded23c-quiet-ab-c9ffba9"
-DEV2_IDLE = DEV2_MICRO
-DEV2_RUNS = {"contended": [f"{DEV2_MICRO}/contended-new-r{i}.json" for i in (1, 2, 3)],
-             "idle": [f"{DEV2_IDLE}/idle-new-r{i}.json" for i in (1, 2, 3)]}
+H100_MICRO = "2026-12-07-h100-a05b164-spin-to-ab-93bd809"
+H100_HOGS = {8: [f"{H100_MICRO}/run3-tp8-hogs-a05b164.json", f"{H100_MICRO}/run2-tp8-hogs-slice100-a05b164.json"],
+             4: [f"{H100_MICRO}/run1-tp4-idle-hogs-a05b164.json", f"{H100_MICRO}/run3-tp4-hogs-a05b164.json"]}
+H100_IDLE = {8: [f"{H100_MICRO}/run2-tp8-idle-a05b164.json", f"{H100_MICRO}/run3-tp8-idle-efficient-a05b164.json"],
+             4: [f"{H100_MICRO}/run1-tp4-idle-hogs-a05b164.json", f"{H100_MICRO}/run2-tp4-idle-a05b164.json",
+                 f"{H100_MICRO}/run3-tp4-idle-efficient-a05b164.json", f"{H100_MICRO}/run4-tp4-idle-a05b164.json"]}
+DEV2_MICRO = "2026-12-07-dev2core-fcafef0-ab-93bd809"
+DEV2_RUNS = {"contended": [f"{DEV2_MICRO}/contended-fcafef0-r{i}.json" for i in (1, 2, 3)],
+             "idle": [f"{DEV2_MICRO}/idle-fcafef0-r{i}.json" for i in (1, 2, 3)]}
 P50_P99_P999 = ["p50_ratio", "p99_ratio", "p999_ratio"]
 
 
@@ -194,19 +197,20 @@ def readme_rows() -> list[tuple[str, str, str, str, str]]:
     """(machine, setting, what, rdmaq ÷ vLLM, file) rows of README.md's Measured table."""
     p = "docs/"
     tpot_itl_ttft = "time per output token p50 / inter-token latency p99 / time to first token p50"
-    latency3 = "dispatch latency p50 / p99 / p99.9 (slowest reader); one run each"
+    latency3 = "dispatch latency p50 / p99 / p99.9 (slowest reader); two runs"
     h100 = ("H100 machine, 16 vCPUs, CPU only (`rdmaq bench`: TP readers of one writer, median over "
             "the 6 paced cells, vLLM 0.26)")
     return [
         (h100, "TP=8, 16 CPU hogs on the 16 cores", latency3,
-         micro_each(H100_RUNS[8], 8, 16, P50_P99_P999), link(H100_RUNS[8][0], p)),
-        ("same", "TP=4, 16 CPU hogs", latency3, micro_each(H100_RUNS[4], 4, 16, P50_P99_P999),
-         link(H100_RUNS[4][0], p)),
-        ("same", "TP=8 / TP=4, idle machine: **rdmaq is behind here**", "dispatch latency p50 / p99, one run each",
-         " and ".join(micro(n, 8, 0, ["p50_ratio", "p99_ratio"]) for n in H100_RUNS[8]) + "; "
-         + " and ".join(micro(n, 4, 0, ["p50_ratio", "p99_ratio"]) for n in H100_RUNS[4]),
-         link(H100_RUNS[8][0], p)),
-        (f"{DEV2} (`rdmaq bench`, vLLM 0.33, 3 runs)", "TP=8, 2 CPU hogs", "dispatch latency p99",
+         micro_each(H100_HOGS[8], 8, 16, P50_P99_P999), link(H100_HOGS[8][0], p)),
+        ("same", "TP=4, 16 CPU hogs", latency3, micro_each(H100_HOGS[4], 4, 16, P50_P99_P999),
+         link(H100_HOGS[4][0], p)),
+        ("same", "TP=8 / TP=4, idle machine: **at TP=4 not ahead in every run**",
+         "dispatch latency p50 / p99; two runs / four runs",
+         " and ".join(micro(n, 8, 0, ["p50_ratio", "p99_ratio"]) for n in H100_IDLE[8]) + "; "
+         + " and ".join(micro(n, 4, 0, ["p50_ratio", "p99_ratio"]) for n in H100_IDLE[4]),
+         link(H100_IDLE[8][0], p)),
+        (f"{DEV2} (`rdmaq bench`, vLLM 0.34, 3 runs)", "TP=8, 2 CPU hogs", "dispatch latency p99",
          micro_runs(DEV2_RUNS["contended"], 8, 2, "p99_ratio"), link(DEV2_RUNS["contended"][0], p)),
         ("same", "TP=1, idle", "dispatch latency p50", micro_runs(DEV2_RUNS["idle"], 1, 0, "p50_ratio"),
          link(DEV2_RUNS["idle"][0], p)),
