@@ -27,7 +27,7 @@
 #define PREEMPT_GAP_NS 200000LL /* a spin round this long lost its CPU (RDMAQ_PREEMPT_GAP_NS) */
 #define MIN_NAP_NS     20000LL	/* no shorter nap (RDMAQ_MIN_NAP_NS) */
 #define NAP_LATE_NS    500000LL /* a nap this late past its margin lost its CPU (RDMAQ_NAP_LATE_NS) */
-#define WARM_LEAD_NS   50000LL	/* a spin to the window ends this early (RDMAQ_WARM_LEAD_NS) */
+#define WARM_LEAD_NS   50000LL /* a spin to the window ends this early (RDMAQ_WARM_LEAD_NS) */
 
 /*
  * The ring the wait looks at: the message is there from look `due` on (0: only
