@@ -2,6 +2,7 @@
 run.json names its machine, date, commit, command and what it measured; the folder's
 summary.md and the index are generated from them (tools/results.py), and `new` makes a folder
 that the index then lists."""
+import gzip
 import importlib
 import json
 import sys
@@ -33,6 +34,24 @@ def test_every_result_file_is_in_a_run_folder_with_its_metadata():
         # the commit measured (of an A/B, the one after) or "unknown", in the folder's name
         named = run["commit"].split(", ")[-1].split()[0]
         assert f"-{named}-" in folder.name, (folder.name, run["commit"])
+
+
+def test_a_large_result_file_is_kept_compressed_with_its_bytes_unchanged(tmp_path):
+    """A JSON file of 64 KiB or more is stored as NAME.json.gz (the repository travels whole
+    beside the GPU machine's payload); its summary reads it as it reads a plain one."""
+    big = dict(MICRO, padding="x" * results.GZIP_FROM_BYTES)
+    out = tmp_path / "big.json"
+    out.write_text(json.dumps(big))
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(MICRO))
+    root = tmp_path / "repo"
+    folder = results.new_run([out, small], "dev2core", "big", "a large run", commit="abc1234", root=root)
+    assert not (folder / "big.json").exists()
+    assert gzip.decompress((folder / "big.json.gz").read_bytes()) == out.read_bytes()
+    assert (folder / "small.json").read_bytes() == small.read_bytes()
+    assert results.read_json(folder / "big.json.gz") == big
+    summary = (folder / "summary.md").read_text()
+    assert "### `big.json.gz`: rdmaq ÷ vLLM" in summary and "### `small.json`: rdmaq ÷ vLLM" in summary
 
 
 def test_a_run_json_without_a_field_is_named(tmp_path):
