@@ -5,8 +5,13 @@ a C function returns, and as a Python function starts.  A profile function
 (sys.setprofile) sees exactly those points inside rdmaq's code; raising from it
 at the n-th, for every n, is the handler's exception landing at each of them.
 
+The cyclic garbage collector is held off while a call is armed: a collection there
+would run an earlier endpoint's finalizer inside the call, which would then take the
+injection (its exception printed as unraisable, never the call's).
+
 Stdlib only (tests/vllm imports it from another venv).
 """
+import gc
 import os
 import sys
 
@@ -22,14 +27,19 @@ class Injector:
     def __init__(self, exc=KeyboardInterrupt):
         self.n = 0
         self.fired = False
+        self._collecting = True
         self.exc = exc  # what the handler raises
 
     def arm(self, n):
         self.n, self.fired = n, False
+        self._collecting = gc.isenabled()
+        gc.disable()
         sys.setprofile(self._profile)
 
     def disarm(self):
         sys.setprofile(None)
+        if self._collecting:
+            gc.enable()
 
     def _profile(self, frame, event, arg):
         if event not in ("call", "c_return") or not frame.f_code.co_filename.startswith(RDMAQ_DIR):

@@ -162,11 +162,11 @@ DEV2 = "2-vCPU VM"
 # The newest microbenchmark runs the README cites: on the GPU machine's CPUs, one round per TP;
 # on the 2-core VM, three interleaved rounds per case (their "new" files: the commit of the run).
 H100_MICRO = "2026-12-07-h100-a05b164-spin-to-ab-93bd809"
-H100_HOGS = {8: [f"{H100_MICRO}/run3-tp8-hogs-a05b164.json.gz", f"{H100_MICRO}/run2-tp8-hogs-slice100-a05b164.json.gz"],
-             4: [f"{H100_MICRO}/run1-tp4-idle-hogs-a05b164.json.gz", f"{H100_MICRO}/run3-tp4-hogs-a05b164.json.gz"]}
-H100_IDLE = {8: [f"{H100_MICRO}/run2-tp8-idle-a05b164.json.gz", f"{H100_MICRO}/run3-tp8-idle-efficient-a05b164.json.gz"],
-             4: [f"{H100_MICRO}/run1-tp4-idle-hogs-a05b164.json.gz", f"{H100_MICRO}/run2-tp4-idle-a05b164.json.gz",
-                 f"{H100_MICRO}/run3-tp4-idle-efficient-a05b164.json.gz", f"{H100_MICRO}/run4-tp4-idle-a05b164.json.gz"]}
+H100_HOGS = {8: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run3-tp8-hogs", "run2-tp8-hogs-slice100")],
+             4: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run1-tp4-idle-hogs", "run3-tp4-hogs")]}
+H100_IDLE = {8: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run2-tp8-idle", "run3-tp8-idle-efficient")],
+             4: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run1-tp4-idle-hogs", "run2-tp4-idle",
+                                                                "run3-tp4-idle-efficient", "run4-tp4-idle")]}
 DEV2_MICRO = "2026-12-07-dev2core-fcafef0-ab-93bd809"
 DEV2_RUNS = {"contended": [f"{DEV2_MICRO}/contended-fcafef0-r{i}.json.gz" for i in (1, 2, 3)],
              "idle": [f"{DEV2_MICRO}/idle-fcafef0-r{i}.json.gz" for i in (1, 2, 3)]}
