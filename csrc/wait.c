@@ -444,8 +444,8 @@ static int rdmaq_wait_spin_to(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad
 	}
 	if (ret == 0 && preempted)
 		return 2;
-	/* The window's nap is spent: the wait spins from here (a nap of the lead's few
-	 * tens of µs would cost a wake-up). */
+	/* The window's nap is spent: the wait spins from here (a nap of the last
+	 * 50 µs would cost a wake-up). */
 	win->sleep_until = rdmaq_now_ns();
 	return ret;
 }
