@@ -3,6 +3,7 @@ refuses a bad value naming the variable, the value and what is allowed; empty me
 check_environment refuses typos and retired names and lets a harness's own names pass; the
 table lists every variable the code reads; a bad value makes a Reader or Writer fail before
 it attaches or creates anything (nothing left behind, the index free for a retry)."""
+import dataclasses
 import os
 import re
 import subprocess
@@ -166,3 +167,17 @@ def test_an_integer_setting_takes_its_documented_range_and_nothing_past_it(s):
             continue
         with pytest.raises(ValueError, match=s.name):
             settings.value(s.name, {s.name: str(past)})
+
+
+def test_docs_settings_md_is_the_table():
+    """The documented defaults, ranges and readers are the code's: docs/settings.md holds
+    the table as table_markdown() writes it (a default changed in one place only fails here)."""
+    text = (REPO / "docs" / "settings.md").read_text()
+    block = text.split("<!-- settings:begin -->\n")[1].split("<!-- settings:end -->")[0]
+    assert block == settings.table_markdown()
+
+
+def test_a_row_of_the_table_cannot_be_changed_at_run_time():
+    """Every reader of a variable sees the row the docs are made from."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.BY_NAME["RDMAQ_PORT"].default = 1  # type: ignore[misc]
