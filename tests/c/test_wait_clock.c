@@ -614,6 +614,29 @@ static void test_policy_auto_spins_to_no_window_opening_within_a_warm_up(void)
 }
 
 /*
+ * A window whose warm-up would start at the wait's deadline or later is not spun to
+ * (the wait spins for the message, or times out, as it would without a window); one
+ * whose warm-up starts 1 ns before the deadline is.
+ */
+static void test_policy_auto_spins_to_no_window_past_the_deadline(void)
+{
+	for (int64_t more = 0; more <= 1; more++) {
+		struct rdmaq_cad_window win, planned;
+		struct rdmaq_cadence cad;
+		struct rdmaq_waiter wt;
+
+		auto_waiter_init(&wt, &cad);
+		CHECK(rdmaq_cadence_window(&cad, frozen_ns, &planned));
+		ring.step_ns = 100;
+		rdmaq_wait_prepare_window(&wt, &cad, message_there, &ring,
+					  planned.sleep_until - WARM_LEAD_NS + more, &win);
+		CHECK(more ? ring.looks > 1 : ring.looks == 1);
+		CHECK(stats.naps == 0 && ep.blocks == 0);
+	}
+	frozen_ns = 0;
+}
+
+/*
  * A spin to the window that loses its CPU plans no window: the caller does not warm
  * up, and its wait decides afresh (on a CPU now judged busy: it blocks) instead of
  * spinning through the window; the preemption is counted and anticipation backs off.
@@ -672,6 +695,7 @@ int main(void)
 	test_an_interrupted_nap_fails_its_preparation();
 	test_policy_auto_spins_to_the_window_and_stops_a_warm_up_before_it();
 	test_policy_auto_spins_to_no_window_opening_within_a_warm_up();
+	test_policy_auto_spins_to_no_window_past_the_deadline();
 	test_policy_auto_on_a_busy_cpu_goes_to_no_window();
 	test_policy_auto_plans_no_window_after_a_spin_to_it_lost_its_cpu();
 	return check_report("wait_clock");
