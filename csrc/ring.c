@@ -405,6 +405,14 @@ int rdmaq_writer_try_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, 
 	return ret;
 }
 
+int rdmaq_writer_try_put2(struct rdmaq_writer *w, const void *head, size_t head_len,
+			  const void *body, size_t body_len)
+{
+	const struct rdmaq_iovec iov[2] = { { head, head_len }, { body, body_len } };
+
+	return rdmaq_writer_try_put(w, iov, 2);
+}
+
 int rdmaq_writer_resume(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt,
 			int64_t timeout_ns)
 {

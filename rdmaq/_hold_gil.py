@@ -18,6 +18,9 @@ from typing import Any
 _TRY_RECV = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
                               ctypes.c_void_p)
 _TRY_PUT = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+# c_char_p takes a bytes object as the address of its own bytes: no iovec, no copy.
+_TRY_PUT2 = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                              ctypes.c_char_p, ctypes.c_size_t)
 # PyByteArray_FromStringAndSize(NULL, n): a bytearray whose bytes are not set (bytearray(n)
 # zeroes them, with the GIL held: ~0.7 s per 512 MiB, before a read that overwrites them all).
 _bytearray_from = ctypes.pythonapi.PyByteArray_FromStringAndSize
@@ -42,6 +45,11 @@ def try_recv(ffi: Any, lib: Any) -> Callable[[int, int, int, int], int]:
 def try_put(ffi: Any, lib: Any) -> Callable[[int, int, int], int]:
     """rdmaq_writer_try_put(writer, iov, iovcnt) with the GIL held."""
     return _c_function(ffi, lib, "rdmaq_writer_try_put", _TRY_PUT)
+
+
+def try_put2(ffi: Any, lib: Any) -> Callable[[int, bytes, int, bytes, int], int]:
+    """rdmaq_writer_try_put2(writer, head, len, body, len) of two bytes objects, the GIL held."""
+    return _c_function(ffi, lib, "rdmaq_writer_try_put2", _TRY_PUT2)
 
 
 def bytearray_of(n: int) -> bytearray:

@@ -414,6 +414,7 @@ class Writer(_Endpoint):
         _wait_config(t.ffi, *wait_args)  # bad arguments fail before anything is created
         self._start(t.create_writer(config, **transport_options), t.ffi, t.lib, _writer_c_functions(t.lib))
         self._try_put = _hold_gil.try_put(t.ffi, t.lib)
+        self._try_put2 = _hold_gil.try_put2(t.ffi, t.lib)
         self.n_readers = n_readers
         self.max_message_bytes = max_message_bytes
         self._configure_wait(*wait_args)
@@ -425,27 +426,24 @@ class Writer(_Endpoint):
 
     def put(self, data: Buffer | Sequence[Buffer], timeout: float | None = None) -> None:
         """Send one message: a bytes-like object, or a list of them sent as one."""
-        parts: Sequence[Buffer] = data if isinstance(data, (list, tuple)) else [data]  # type: ignore[list-item]
-        deadline = None if timeout is None else _deadline(timeout)
-        ffi = self._ffi
-        iov = ffi.new("struct rdmaq_iovec[]", len(parts) or 1)
-        keep = []  # the buffers iov points into, alive until C is done with them
-        total = 0
-        for i, p in enumerate(parts):
-            try:
-                buf = ffi.from_buffer(p)
-            except TypeError:
-                raise TypeError(f"put() needs bytes-like objects, got {type(p).__name__}") from None
-            except (BufferError, ValueError) as e:
-                raise ValueError(_unusable_buffer(p, e)) from None
-            keep.append(buf)
-            n = len(buf)
-            iov[i].base = buf
-            iov[i].len = n
-            total += n
+        # The common messages, one bytes object or send()'s two (header, stream), go to
+        # C as they are (try_put2); an iovec is built only for the others or a put that waits.
+        head: bytes | None = None
+        body = b""
+        if type(data) is bytes:
+            head = data
+        elif type(data) is list and len(data) == 2 and type(data[0]) is bytes and type(data[1]) is bytes:
+            head, body = data
+        if head is not None:
+            parts: Sequence[Buffer] = (head, body)
+            total = len(head) + len(body)
+        else:
+            parts = data if isinstance(data, (list, tuple)) else [data]  # type: ignore[list-item]
+            iov, keep, total = self._iovec(parts)
         if total > self.max_message_bytes:  # now, not after waiting for readers to attach
             raise errors.MessageTooLarge(f"writer put: message of {total} bytes exceeds "
                                          f"max_message_bytes={self.max_message_bytes}", errno.EMSGSIZE)
+        deadline = None if timeout is None else _deadline(timeout)
         lib = self._lib
         self._enter(deadline, "put")
         try:
@@ -454,8 +452,13 @@ class Writer(_Endpoint):
             # Room for a short one now: put it without letting go of the GIL (_hold_gil).
             rc = _EAGAIN
             if total <= HOLD_GIL_BYTES:
-                rc = self._try_put(self._addr, _hold_gil.address(ffi, iov), len(parts))
+                if head is not None:
+                    rc = self._try_put2(self._addr, head, len(head), body, len(body))
+                else:
+                    rc = self._try_put(self._addr, _hold_gil.address(self._ffi, iov), len(parts))
             if rc == _EAGAIN:
+                if head is not None:
+                    iov, keep, _ = self._iovec(parts)
                 rc = lib.rdmaq_writer_put(self._ptr, iov, len(parts), _remaining_ns(deadline))
             # Interrupted (see _call): continue the same message.  If a signal
             # handler raises instead, or the put fails, the message is not
@@ -482,6 +485,27 @@ class Writer(_Endpoint):
         except BaseException as e:  # noqa: BLE001 - after the work: held, as above
             if self._held is None:
                 self._held = e
+
+    def _iovec(self, parts: Sequence[Buffer]) -> tuple[Any, list[Any], int]:
+        """The iovec array of the parts, the cffi buffers it points into (alive until C is
+        done with them) and the total length."""
+        ffi = self._ffi
+        iov = ffi.new("struct rdmaq_iovec[]", len(parts) or 1)
+        keep = []
+        total = 0
+        for i, p in enumerate(parts):
+            try:
+                buf = ffi.from_buffer(p)
+            except TypeError:
+                raise TypeError(f"put() needs bytes-like objects, got {type(p).__name__}") from None
+            except (BufferError, ValueError) as e:
+                raise ValueError(_unusable_buffer(p, e)) from None
+            keep.append(buf)
+            n = len(buf)
+            iov[i].base = buf
+            iov[i].len = n
+            total += n
+        return iov, keep, total
 
     def send(self, obj: Any, timeout: float | None = None) -> None:
         """Pickle ``obj`` (protocol 5, large buffers out of band) and put it."""

@@ -141,10 +141,15 @@ int rdmaq_writer_resume(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, i
 /*
  * put without waiting, for a caller that must not let go of a lock (an
  * interpreter's) unless it has to: -EAGAIN, with nothing done, when the put
- * would wait for room, for readers or for an interrupted put to resume; or
- * when the message does not fit the ring whole.  Otherwise as put.
+ * would wait for room, for readers or for an interrupted put to resume; when
+ * the message does not fit the ring whole; or when it is longer than
+ * max_message (put names that error).  Otherwise as put.
  */
 int rdmaq_writer_try_put(struct rdmaq_writer *w, const struct rdmaq_iovec *iov, int iovcnt);
+/* try_put of the message head followed by body, for a caller that has no
+ * iovec array at hand (an interpreter's bytes objects). */
+int rdmaq_writer_try_put2(struct rdmaq_writer *w, const void *head, size_t head_len,
+			  const void *body, size_t body_len);
 int rdmaq_writer_close(struct rdmaq_writer *w);
 /*
  * A reader whose process ended without closing holds the ring back: every

@@ -88,8 +88,17 @@ def _cancelled() -> RuntimeError:
 
 def _serializer() -> serialize.Serializer:
     """vLLM's choices: its out-of-band threshold and its tensor reducer, looked up
-    at each call so a patched reducer is honoured (a vLLM without one: torch's own)."""
-    return serialize.Serializer(OOB_MIN_BYTES, getattr(_sb, "_reduce_tensor", None))
+    at each call so a patched reducer is honoured (a vLLM without one: torch's own).
+    The last one made is kept: making a frozen dataclass costs ~1 µs an enqueue."""
+    global _last_serializer
+    reducer = getattr(_sb, "_reduce_tensor", None)
+    s = _last_serializer
+    if s is None or s.reduce_tensor is not reducer:
+        s = _last_serializer = serialize.Serializer(OOB_MIN_BYTES, reducer)
+    return s
+
+
+_last_serializer: serialize.Serializer | None = None
 
 
 def _close_endpoints(pid: int, endpoints: list[Any]) -> None:
@@ -336,7 +345,10 @@ class RdmaqMessageQueue(VllmMessageQueue):  # type: ignore[misc]
         if self._remote is not None:
             # vLLM's wire format: the pickle, then each out-of-band buffer
             self._remote.send([b"".join(pickled.stream), *pickled.buffers])
-        self._stats.count(pickled.stream_bytes + sum(b.nbytes for b in pickled.buffers))
+        nbytes = pickled.stream_bytes
+        if pickled.buffers:
+            nbytes += sum(b.nbytes for b in pickled.buffers)
+        self._stats.count(nbytes)
 
     def dequeue(self, timeout: float | None = None, indefinite: bool = False) -> Any:
         """Read from message queue with optional timeout (in seconds)"""

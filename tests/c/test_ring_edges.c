@@ -717,6 +717,28 @@ static void test_try_put_takes_exactly_the_room_left_and_not_a_record_more(void)
 	shm_unpair(w, r);
 }
 
+/* try_put2's message is its head, then its body, as one message; an empty body adds nothing. */
+static void test_try_put2_sends_head_then_body_as_one_message(void)
+{
+	struct rdmaq_writer *w;
+	struct rdmaq_reader *r;
+	static char buf[8 * 1024];
+	uint64_t len;
+
+	if (shm_pair(&base, &w, &r)) {
+		CHECK(!"pair");
+		return;
+	}
+	CHECK(rdmaq_writer_try_put2(w, "head|", 5, "body", 4) == 0);
+	CHECK(rdmaq_writer_try_put2(w, "alone", 5, "", 0) == 0);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 9);
+	CHECK(memcmp(buf, "head|body", 9) == 0);
+	CHECK(rdmaq_reader_recv(r, buf, sizeof(buf), &len, SEC) == 0 && len == 5);
+	CHECK(memcmp(buf, "alone", 5) == 0);
+	CHECK(immediate(w, NULL) == 2);
+	shm_unpair(w, r);
+}
+
 /* A message of the whole ring is a try_put's; one byte more streams, so it is not. */
 static void test_try_put_takes_a_message_of_the_whole_ring_and_not_a_byte_more(void)
 {
@@ -920,6 +942,7 @@ int main(void)
 	test_a_reader_closed_and_gone_before_ready_does_not_fail_the_writer();
 	test_try_put_takes_exactly_the_room_left_and_not_a_record_more();
 	test_try_put_takes_a_message_of_the_whole_ring_and_not_a_byte_more();
+	test_try_put2_sends_head_then_body_as_one_message();
 	test_try_put_leaves_a_message_over_max_message_to_put();
 	test_try_put_declines_while_a_put_is_left_mid_message();
 	test_try_recv_takes_a_message_of_exactly_its_buffer_and_not_a_byte_more();

@@ -154,7 +154,7 @@ def test_a_call_from_a_handler_inside_a_call_on_the_same_endpoint_is_refused(mon
             _handler_runs_as_it_starts(monkeypatch, r, "_get_locked", lambda: r.get(timeout=0))
             outer = lambda: r.get(timeout=SHORT_S)  # noqa: E731
         else:
-            _handler_runs_as_it_starts(monkeypatch, w, "_try_put", lambda: w.put(b"inner", timeout=0))
+            _handler_runs_as_it_starts(monkeypatch, w, "_try_put2", lambda: w.put(b"inner", timeout=0))
             outer = lambda: w.put(b"outer", timeout=SHORT_S)  # noqa: E731
         with pytest.raises(RuntimeError, match=f"called while this thread's call on this {kind} is under way"):
             outer()
