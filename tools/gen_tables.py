@@ -167,9 +167,9 @@ H100_HOGS = {8: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run3-tp8-hogs", 
 H100_IDLE = {8: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run2-tp8-idle", "run3-tp8-idle-efficient")],
              4: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run1-tp4-idle-hogs", "run2-tp4-idle",
                                                                 "run3-tp4-idle-efficient", "run4-tp4-idle")]}
-DEV2_MICRO = "2026-12-07-dev2core-fcafef0-ab-93bd809"
-DEV2_RUNS = {"contended": [f"{DEV2_MICRO}/contended-fcafef0-r{i}.json.gz" for i in (1, 2, 3)],
-             "idle": [f"{DEV2_MICRO}/idle-fcafef0-r{i}.json.gz" for i in (1, 2, 3)]}
+DEV2_MICRO = "2026-12-07-dev2core-f81155f-writer-ab-93bd809"
+DEV2_RUNS = {"contended": [f"{DEV2_MICRO}/contended-f81155f-r{i}.json.gz" for i in (1, 2, 3)],
+             "idle": [f"{DEV2_MICRO}/idle-f81155f-r{i}.json.gz" for i in (1, 2, 3)]}
 P50_P99_P999 = ["p50_ratio", "p99_ratio", "p999_ratio"]
 
 
