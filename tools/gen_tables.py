@@ -315,6 +315,26 @@ def dev2core_hotpath() -> str:
                   "load at start", "from"], rows)
 
 
+# tests/bench/test_cold_path.py's pytest-benchmark files, one per commit, rdmaq and vLLM in each.
+COLD_PATH = "2026-12-07-dev2core-f81155f-cold-path"
+COLD_PATH_COMMITS = ("f81155f", "93bd809")
+
+
+def dev2core_cold_path() -> str:
+    """docs/benchmarks.md: one message's send + receive in one process, warm and cold, the
+    median µs of each queue and their ratio, per commit."""
+    rows = []
+    for commit in COLD_PATH_COMMITS:
+        name = f"{COLD_PATH}/cold-path-{commit}.json.gz"
+        median = {(b["group"], b["name"]): b["stats"]["median"] * 1e6 for b in load(name)["benchmarks"]}
+        for path in ("warm", "cold"):
+            for size in (64, 2048, 40960):
+                ours, theirs = median[(f"{path}-{size}", "rdmaq-shm")], median[(f"{path}-{size}", "vllm")]
+                rows.append((commit, path, f"{size} B", f"{ours:.1f}", f"{theirs:.1f}", fmt(ours / theirs),
+                             link(name, "")))
+    return table(["commit", "caches", "message", "rdmaq-shm µs", "vllm µs", "rdmaq ÷ vLLM", "from"], rows)
+
+
 def dev2core_serve() -> str:
     keys = ["tpot_p50_ms", "itl_p99_ms", "ttft_p50_ms", "worker_cpu_s"]
     settings = ["idle", *CONTENDED_DEV2CORE]
@@ -409,6 +429,7 @@ TABLES = [
     ("docs/benchmarks.md", "dev2core-micro", dev2core_micro),
     ("docs/benchmarks.md", "dev2core-hotpath", dev2core_hotpath),
     ("docs/benchmarks.md", "dev2core-curve", dev2core_curve),
+    ("docs/benchmarks.md", "dev2core-cold-path", dev2core_cold_path),
     ("docs/benchmarks.md", "dev2core-serve", dev2core_serve),
     ("docs/investigations/reorganisation.md", "layout3", layout3),
     ("docs/testing.md", "fresh-sample", fresh_sample),
