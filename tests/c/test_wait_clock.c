@@ -563,6 +563,18 @@ static void auto_waiter_init(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad)
 }
 
 /*
+ * auto_waiter_init, and the window its cadence predicts now (*planned); each look at
+ * the ring from here moves the clock 100 ns (a spin reads it every 6.4 µs).
+ */
+static void auto_waiter_planned(struct rdmaq_waiter *wt, struct rdmaq_cadence *cad,
+				struct rdmaq_cad_window *planned)
+{
+	auto_waiter_init(wt, cad);
+	CHECK(rdmaq_cadence_window(cad, frozen_ns, planned));
+	ring.step_ns = 100;
+}
+
+/*
  * On a free CPU a wait of policy auto spins to the window instead of napping to it,
  * and stops the warm-up's lead (50 µs) before it opens: the caller warms its caches
  * there.  The nap is then spent: the wait that follows spins through the window
@@ -574,9 +586,7 @@ static void test_policy_auto_spins_to_the_window_and_stops_a_warm_up_before_it(v
 	struct rdmaq_cadence cad;
 	struct rdmaq_waiter wt;
 
-	auto_waiter_init(&wt, &cad);
-	CHECK(rdmaq_cadence_window(&cad, frozen_ns, &planned));
-	ring.step_ns = 100; /* the spin reads the clock every 6.4 µs */
+	auto_waiter_planned(&wt, &cad, &planned);
 	CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_there, &ring, -1, &win) == 1);
 	CHECK(win.spin_from == planned.spin_from && win.spin_until == planned.spin_until);
 	CHECK(stats.naps == 0 && ep.prepares == 0 && ep.blocks == 0);
@@ -603,9 +613,7 @@ static void test_policy_auto_spins_to_no_window_opening_within_a_warm_up(void)
 		struct rdmaq_cadence cad;
 		struct rdmaq_waiter wt;
 
-		auto_waiter_init(&wt, &cad);
-		CHECK(rdmaq_cadence_window(&cad, frozen_ns, &planned));
-		ring.step_ns = 100; /* the wait's first look at the ring moves the clock this */
+		auto_waiter_planned(&wt, &cad, &planned);
 		frozen_ns = planned.sleep_until - WARM_LEAD_NS - MIN_NAP_NS - more - ring.step_ns;
 		CHECK(rdmaq_wait_prepare_window(&wt, &cad, message_there, &ring, -1, &win) == more);
 		CHECK(stats.naps == 0 && ep.blocks == 0);
@@ -625,9 +633,7 @@ static void test_policy_auto_spins_to_no_window_past_the_deadline(void)
 		struct rdmaq_cadence cad;
 		struct rdmaq_waiter wt;
 
-		auto_waiter_init(&wt, &cad);
-		CHECK(rdmaq_cadence_window(&cad, frozen_ns, &planned));
-		ring.step_ns = 100;
+		auto_waiter_planned(&wt, &cad, &planned);
 		rdmaq_wait_prepare_window(&wt, &cad, message_there, &ring,
 					  planned.sleep_until - WARM_LEAD_NS + more, &win);
 		CHECK(more ? ring.looks > 1 : ring.looks == 1);
