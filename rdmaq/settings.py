@@ -125,7 +125,7 @@ SETTINGS: tuple[Setting, ...] = (
             "policy auto: the longest spin for a message the writer's rhythm says is due", LIBRARY),
     Setting("RDMAQ_SPIN_US", _int(0, MAX_SPIN_US), 50, f"an integer in 0..{MAX_SPIN_US}",
             "the adaptive spin's most before blocking (Reader/Writer spin_us=)", LIBRARY),
-    Setting("RDMAQ_SLICE_US", _int(0, MAX_SLICE_US, MIN_SLICE_US), 300,
+    Setting("RDMAQ_SLICE_US", _int(0, MAX_SLICE_US, MIN_SLICE_US), 100,
             f"0 (off) or an integer in {MIN_SLICE_US}..{MAX_SLICE_US}",
             "scheduler slice asked for while blocked (slice_us=)", LIBRARY),
     Setting("RDMAQ_ANTICIPATE", _bool, True, "0 or 1",
