@@ -8,15 +8,17 @@
  * own, shorter slice through sched_attr.sched_runtime, without privilege,
  * and a woken task with a shorter slice preempts the running one
  * (PREEMPT_SHORT).  So a waiter asks for a short slice just before it
- * first blocks, and by default keeps it.  By default the kernel's 100 µs
- * minimum: with eight readers woken at once on two CPUs under hogs, 300 µs
- * doubled the 10 ms pace's p99 (the slowest reader queued behind siblings
- * with later deadlines; docs/benchmarks/waiting.md), and a reader's whole
- * path after a wake-up is well under 100 µs.  Giving the thread its own slice back after each wake-up
- * (restore) was measured too (docs/benchmarks/micro-h200.md):
- * a reader that is then preempted by a sibling woken on its CPU queues
- * behind the CPU hogs for a whole slice, and at a 1 ms pace that left
- * 3 ms tails where keeping the short slice had 0.1-0.2 ms.
+ * first blocks, and by default keeps it.  300 µs by default rather than the
+ * kernel's 100 µs minimum: a woken reader that has run out of its slice is
+ * preempted by the hogs while it unpickles its message (seen in scheduler
+ * traces).  But where a queue's readers and writer outnumber the CPUs,
+ * readers woken together share a CPU, and there 100 µs halved the 10 ms
+ * pace's p99 (rdmaq/policy.py asks for it; docs/benchmarks/waiting.md).
+ * Giving the thread its own slice back after each wake-up (restore) was
+ * measured too (docs/benchmarks/micro-h200.md): a reader that is then
+ * preempted by a sibling woken on its CPU queues behind the CPU hogs for a
+ * whole slice, and at a 1 ms pace that left 3 ms tails where keeping the
+ * short slice had 0.1-0.2 ms.
  *
  * Older kernels ignore sched_runtime for SCHED_OTHER; that is detected
  * once per process and the request is then silently off (stats and

@@ -69,7 +69,7 @@
 #define RDMAQ_PREEMPT_GAP_NS   200000LL
 #define RDMAQ_MIN_NAP_NS       20000LL	/* shorter naps cost more than they save */
 #define RDMAQ_NAP_LATE_NS      500000LL /* a nap ending this late: the CPU is taken */
-#define RDMAQ_DEFAULT_SLICE_NS 100000U	/* see slice.h */
+#define RDMAQ_DEFAULT_SLICE_NS 300000U	/* see slice.h */
 #define RDMAQ_WARM_LEAD_NS     50000LL	/* a cold warm-up (~10-60 µs), ahead of the window */
 
 int64_t rdmaq_now_ns(void)

@@ -243,7 +243,7 @@ def waiting_policy() -> dict[str, Any]:
         for n in POLICY_READERS:
             d = policy.for_reader(None, n, machine=machine)
             out["by_readers"][str(n)] = {"policy": d.policy, "free_spin_us": d.free_spin_ns // 1000,
-                                         "reason": d.reason}
+                                         "reason": d.reason, "slice_us": d.slice_us}
     except ValueError as e:  # a bad RDMAQ_POLICY or RDMAQ_FREE_SPIN_US: say so
         out["error"] = str(e)
     return out
@@ -371,6 +371,8 @@ def render(rep: dict[str, Any]) -> str:
     if wp:
         for n, d in wp["by_readers"].items():
             lines.append(f"  waiting, {n} reader{'' if n == '1' else 's'}: {d['reason']}")
+            lines.append(f"  slice while blocked, {n} reader{'' if n == '1' else 's'}: "
+                         f"{d['slice_us']} µs" + ("" if d["slice_us"] else " (off)"))
     lines.append("Transports:")
     for name, t in rep["transports"].items():
         lines.append(f"  {name}: {'usable' if t['usable'] else 'NOT usable: ' + (t['why'] or '?')}")

@@ -572,6 +572,8 @@ class Reader(_Endpoint):
         # decided, and why: the same words `rdmaq doctor` prints for this machine.
         self.waiting_policy: _policy.Decision = _policy.for_reader(policy, handle.n_readers)
         free_spin_ns = self.waiting_policy.free_spin_ns
+        if slice_us is None:
+            slice_us = self.waiting_policy.slice_us
         wc = _wait_config(t.ffi, spin_us, slice_us, anticipate, restore_slice, free_spin_ns)
         if warm is None:
             warm = settings.value("RDMAQ_WARM")

@@ -125,9 +125,11 @@ SETTINGS: tuple[Setting, ...] = (
             "policy auto: the longest spin for a message the writer's rhythm says is due", LIBRARY),
     Setting("RDMAQ_SPIN_US", _int(0, MAX_SPIN_US), 50, f"an integer in 0..{MAX_SPIN_US}",
             "the adaptive spin's most before blocking (Reader/Writer spin_us=)", LIBRARY),
-    Setting("RDMAQ_SLICE_US", _int(0, MAX_SLICE_US, MIN_SLICE_US), 100,
+    Setting("RDMAQ_SLICE_US", _int(0, MAX_SLICE_US, MIN_SLICE_US), 300,
             f"0 (off) or an integer in {MIN_SLICE_US}..{MAX_SLICE_US}",
-            "scheduler slice asked for while blocked (slice_us=)", LIBRARY),
+            "scheduler slice asked for while blocked (slice_us=)", LIBRARY,
+            default_text=f"300; a reader whose queue's readers and writer outnumber the CPUs: "
+                         f"{MIN_SLICE_US} (rdmaq/policy.py)"),
     Setting("RDMAQ_ANTICIPATE", _bool, True, "0 or 1",
             "readers nap until a window predicted from the writer's rhythm (anticipate=)", LIBRARY),
     Setting("RDMAQ_RESTORE_SLICE", _bool, False, "0 or 1",

@@ -12,7 +12,7 @@ from rdmaq._rdmaq import lib
 
 SHM = "/dev/shm"
 HDR = struct.Struct("<IIIIIiQQQQ")  # csrc/shm_format.h's segment header
-DEFAULT_SLICE_NS = 100_000  # docs/api.md: slice_us=100
+DEFAULT_SLICE_NS = 300_000  # docs/api.md: slice_us=300
 
 
 def _slices_honoured():
@@ -34,7 +34,7 @@ def test_a_writer_s_defaults():
 
 
 def test_the_waiting_options_default_to_the_documented_values(monkeypatch):
-    """docs/api.md: spin_us=50, slice_us=100, anticipate=True, restore_slice=False."""
+    """docs/api.md: spin_us=50, slice_us=300, anticipate=True, restore_slice=False."""
     from rdmaq import queue
     from rdmaq._rdmaq import ffi
     for var in ("RDMAQ_SLICE_US", "RDMAQ_SPIN_US", "RDMAQ_ANTICIPATE", "RDMAQ_RESTORE_SLICE"):

@@ -446,7 +446,8 @@ def test_the_report_carries_the_waiting_policy_of_the_library(pyverbs_imports, m
     assert wp["cpu_quota"] == 1.5
     for n in doctor.POLICY_READERS:
         d = policy.for_reader(None, n)
-        assert wp["by_readers"][str(n)] == {"policy": "auto", "free_spin_us": 0, "reason": d.reason}
+        assert wp["by_readers"][str(n)] == {"policy": "auto", "free_spin_us": 0, "reason": d.reason,
+                                            "slice_us": d.slice_us}
         assert "under a CPU quota of 1.5 CPUs" in d.reason
 
 
@@ -466,11 +467,13 @@ def test_the_json_report_is_indented_by_two_spaces(monkeypatch, capsys):
 def test_the_report_prints_each_decision_s_reason():
     rep = report(advice=[])
     rep["waiting_policy"] = {"cpus": 2, "cpu_quota": None, "schedstat": True, "by_readers": {
-        "1": {"policy": "auto", "free_spin_us": 20000, "reason": "policy auto, 1 ..."},
-        "8": {"policy": "auto", "free_spin_us": 0, "reason": "policy auto, 8 ..."}}}
+        "1": {"policy": "auto", "free_spin_us": 20000, "reason": "policy auto, 1 ...", "slice_us": 300},
+        "8": {"policy": "auto", "free_spin_us": 0, "reason": "policy auto, 8 ...", "slice_us": 100}}}
     lines = doctor.render(rep).splitlines()
     assert "  waiting, 1 reader: policy auto, 1 ..." in lines
     assert "  waiting, 8 readers: policy auto, 8 ..." in lines
+    assert "  slice while blocked, 1 reader: 300 µs" in lines
+    assert "  slice while blocked, 8 readers: 100 µs" in lines
     assert not any("RDMAQ_POLICY" in a for a in doctor.advice(rep))
 
 

@@ -16,7 +16,7 @@ FEW = policy.Machine(cpus=2, quota=None, schedstat=True)
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
-    for var in ("RDMAQ_POLICY", "RDMAQ_FREE_SPIN_US"):
+    for var in ("RDMAQ_POLICY", "RDMAQ_FREE_SPIN_US", "RDMAQ_SLICE_US"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -27,6 +27,28 @@ def test_auto_spins_where_the_queue_fits_the_cpus():
     assert spin(16, 16) == 0  # 16 readers and a writer on 16 CPUs
     assert spin(1, 2) == FREE_SPIN_NS
     assert spin(2, 2) == spin(8, 2) == 0
+
+
+def test_the_slice_is_the_least_where_the_queue_outnumbers_the_cpus():
+    """RDMAQ_SLICE_US's default, 300 µs, where each reader and the writer can have a CPU; the
+    kernel's least, 100 µs, where they outnumber the CPUs; under either policy."""
+    def slice_us(n, cpus, asked="auto"):
+        return policy.decide(asked, n, 20000, policy.Machine(cpus, None, True)).slice_us
+    assert slice_us(8, 16) == slice_us(15, 16) == slice_us(1, 2) == 300
+    assert slice_us(16, 16) == slice_us(2, 2) == slice_us(8, 2) == 100
+    assert slice_us(8, 16, "efficient") == 300 and slice_us(8, 2, "efficient") == 100
+    assert policy.decide("auto", 8, 20000, FEW, slice_us=0).slice_us == 0  # a set value wins
+
+
+def test_a_set_slice_wins_over_the_rule(monkeypatch):
+    monkeypatch.setenv("RDMAQ_SLICE_US", "500")
+    assert policy.for_reader(None, 8, machine=FEW).slice_us == 500
+    assert policy.for_reader(None, 1, machine=MANY).slice_us == 500
+    monkeypatch.setenv("RDMAQ_SLICE_US", " ")  # blank: unset
+    assert policy.for_reader(None, 8, machine=FEW).slice_us == 100
+    monkeypatch.setenv("RDMAQ_SLICE_US", "50")
+    with pytest.raises(ValueError, match="RDMAQ_SLICE_US"):
+        policy.for_reader(None, 8, machine=FEW)
 
 
 @pytest.mark.parametrize("machine, words", [
@@ -93,8 +115,8 @@ def test_the_library_and_doctor_give_the_same_decision_and_reason(monkeypatch, m
             finally:
                 r.close()
         reported = wp["by_readers"][str(n)]
-        assert (got.policy, got.free_spin_ns // 1000, got.reason) == (
-            reported["policy"], reported["free_spin_us"], reported["reason"])
+        assert (got.policy, got.free_spin_ns // 1000, got.reason, got.slice_us) == (
+            reported["policy"], reported["free_spin_us"], reported["reason"], reported["slice_us"])
         assert any(line.endswith(f": {got.reason}") for line in printed)
     spins = {n: wp["by_readers"][str(n)]["free_spin_us"] > 0 for n in doctor.POLICY_READERS}
     if asked == "efficient":
@@ -123,3 +145,21 @@ def test_a_bad_free_spin_is_named(monkeypatch):
     with rdmaq.Writer(1, transport="shm") as w:
         with pytest.raises(ValueError, match="RDMAQ_FREE_SPIN_US must be an integer in 0..1000000"):
             rdmaq.Reader(w.handle, 0)
+
+
+@pytest.mark.parametrize("machine, want_ns", [(FEW, 100_000), (MANY, 300_000)], ids=["2 CPUs", "64 CPUs"])
+def test_a_reader_blocks_with_its_decision_s_slice(monkeypatch, machine, want_ns):
+    """A reader of 8 asks the kernel for the slice its decision names; slice_us= wins."""
+    from rdmaq._rdmaq import lib
+    monkeypatch.setattr(policy, "this_machine", lambda: machine)
+    honoured = lib.rdmaq_sched_slice_probe(want_ns) == 1  # a kernel before 6.12: off, 0
+    with rdmaq.Writer(8, transport="shm") as w:
+        r = rdmaq.Reader(w.handle, 0)
+        given = rdmaq.Reader(w.handle, 1, slice_us=200)
+        try:
+            assert r.waiting_policy.slice_us * 1000 == want_ns
+            assert r.stats["slice_ns"] == (want_ns if honoured else 0)
+            assert given.stats["slice_ns"] == (200_000 if honoured else 0)
+        finally:
+            r.close()
+            given.close()

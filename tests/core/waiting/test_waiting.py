@@ -21,7 +21,7 @@ from observe import in_thread
 from rdmaq._rdmaq import lib
 
 SYS_SCHED_GETATTR = 315  # x86-64
-SLICE_NS = 100_000  # the default slice_us=100
+SLICE_NS = 300_000  # the default slice_us=300
 
 
 def _thread_slice_ns():
