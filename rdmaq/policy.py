@@ -9,7 +9,7 @@ csrc/busy.h).  Elsewhere "auto" waits as "efficient" does: a spinning reader wou
 the CPU its writer or another reader needs (measured: docs/benchmarks/hotpath-h200.md).
 Both policies block with a short scheduler slice (csrc/slice.h): RDMAQ_SLICE_US, 300 µs by
 default, but the kernel's least, 100 µs, where the queue's readers and writer outnumber the
-CPUs: readers woken together then share a CPU, and there the longer slice doubled the 10 ms
+CPUs (the writer's slice too: ``slice_us``): readers woken together then share a CPU, and there the longer slice doubled the 10 ms
 pace's p99 (docs/benchmarks/waiting.md); where each has a CPU, 100 µs gained nothing and
 its p50 was no better.
 ``decide`` is pure, so a test can ask it about any machine; ``for_reader`` asks it about
@@ -71,8 +71,17 @@ def this_machine() -> Machine:
 
 
 def slice_for(n_readers: int, machine: Machine) -> int:
-    """RDMAQ_SLICE_US's default for a reader of a queue of ``n_readers`` on ``machine``."""
+    """RDMAQ_SLICE_US's default for an endpoint of a queue of ``n_readers`` on ``machine``."""
     return CROWDED_SLICE_US if n_readers + 1 > machine.cpus else settings.default("RDMAQ_SLICE_US")
+
+
+def slice_us(n_readers: int, environ: Mapping[str, str] | None = None,
+             machine: Machine | None = None) -> int:
+    """The slice an endpoint (the writer, a reader) of a queue of ``n_readers`` asks for while
+    blocked: RDMAQ_SLICE_US where it is set, else its default for this machine."""
+    if settings.stripped("RDMAQ_SLICE_US", environ) is not None:
+        return settings.value("RDMAQ_SLICE_US", environ)  # type: ignore[no-any-return]
+    return slice_for(n_readers, machine or this_machine())
 
 
 def decide(policy: str, n_readers: int, free_spin_us: int, machine: Machine,
@@ -116,6 +125,5 @@ def for_reader(policy: str | None, n_readers: int, environ: Mapping[str, str] | 
     elif policy not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     free_spin_us = settings.value("RDMAQ_FREE_SPIN_US", environ)
-    slice_us = (settings.value("RDMAQ_SLICE_US", environ)
-                if settings.stripped("RDMAQ_SLICE_US", environ) is not None else None)
-    return decide(policy, n_readers, free_spin_us, machine or this_machine(), slice_us)
+    machine = machine or this_machine()
+    return decide(policy, n_readers, free_spin_us, machine, slice_us(n_readers, environ, machine))

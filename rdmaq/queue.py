@@ -410,6 +410,8 @@ class Writer(_Endpoint):
             "max_message": max_message_bytes,
             "spin_ns": 0,
         }
+        if slice_us is None:  # RDMAQ_SLICE_US, or its default for this queue here (rdmaq/policy.py)
+            slice_us = _policy.slice_us(n_readers)
         wait_args = (spin_us, slice_us, False, restore_slice)
         _wait_config(t.ffi, *wait_args)  # bad arguments fail before anything is created
         self._start(t.create_writer(config, **transport_options), t.ffi, t.lib, _writer_c_functions(t.lib))

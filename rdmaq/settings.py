@@ -128,7 +128,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("RDMAQ_SLICE_US", _int(0, MAX_SLICE_US, MIN_SLICE_US), 300,
             f"0 (off) or an integer in {MIN_SLICE_US}..{MAX_SLICE_US}",
             "scheduler slice asked for while blocked (slice_us=)", LIBRARY,
-            default_text=f"300; a reader whose queue's readers and writer outnumber the CPUs: "
+            default_text=f"300; where a queue's readers and writer outnumber the CPUs: "
                          f"{MIN_SLICE_US} (rdmaq/policy.py)"),
     Setting("RDMAQ_ANTICIPATE", _bool, True, "0 or 1",
             "readers nap until a window predicted from the writer's rhythm (anticipate=)", LIBRARY),

@@ -41,7 +41,9 @@ def test_the_slice_is_the_least_where_the_queue_outnumbers_the_cpus():
 
 
 def test_a_set_slice_wins_over_the_rule(monkeypatch):
+    assert policy.slice_us(8, machine=FEW) == 100 and policy.slice_us(8, machine=MANY) == 300
     monkeypatch.setenv("RDMAQ_SLICE_US", "500")
+    assert policy.slice_us(8, machine=FEW) == policy.slice_us(8, machine=MANY) == 500
     assert policy.for_reader(None, 8, machine=FEW).slice_us == 500
     assert policy.for_reader(None, 1, machine=MANY).slice_us == 500
     monkeypatch.setenv("RDMAQ_SLICE_US", " ")  # blank: unset
@@ -148,8 +150,9 @@ def test_a_bad_free_spin_is_named(monkeypatch):
 
 
 @pytest.mark.parametrize("machine, want_ns", [(FEW, 100_000), (MANY, 300_000)], ids=["2 CPUs", "64 CPUs"])
-def test_a_reader_blocks_with_its_decision_s_slice(monkeypatch, machine, want_ns):
-    """A reader of 8 asks the kernel for the slice its decision names; slice_us= wins."""
+def test_a_reader_and_its_writer_block_with_the_decision_s_slice(monkeypatch, machine, want_ns):
+    """A queue of 8: its writer and a reader ask the kernel for the slice the decision
+    names; slice_us= wins."""
     from rdmaq._rdmaq import lib
     monkeypatch.setattr(policy, "this_machine", lambda: machine)
     honoured = lib.rdmaq_sched_slice_probe(want_ns) == 1  # a kernel before 6.12: off, 0
@@ -158,7 +161,7 @@ def test_a_reader_blocks_with_its_decision_s_slice(monkeypatch, machine, want_ns
         given = rdmaq.Reader(w.handle, 1, slice_us=200)
         try:
             assert r.waiting_policy.slice_us * 1000 == want_ns
-            assert r.stats["slice_ns"] == (want_ns if honoured else 0)
+            assert r.stats["slice_ns"] == w.stats["slice_ns"] == (want_ns if honoured else 0)
             assert given.stats["slice_ns"] == (200_000 if honoured else 0)
         finally:
             r.close()
