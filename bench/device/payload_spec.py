@@ -113,7 +113,9 @@ PIECES: dict[str, list[str]] = {
     **{f"kernels-{i}": [part_of(path, i)] for path, n in SPLIT.items() for i in range(1, n + 1)},
     "site": ["*"],
 }
-PIECE_LIMIT_BYTES = 40 << 20  # the rest of a call's 64 MiB is the repository's (tests/bench checks)
+# The rest of a call's 64 MiB is the repository's (tests/bench checks); the largest piece,
+# site, is 34.7 MiB.
+PIECE_LIMIT_BYTES = 36 << 20
 
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_31_x86_64",
