@@ -167,8 +167,15 @@ H100_HOGS = {8: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run3-tp8-hogs", 
 H100_IDLE = {8: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run2-tp8-idle", "run3-tp8-idle-efficient")],
              4: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run1-tp4-idle-hogs", "run2-tp4-idle",
                                                                 "run3-tp4-idle-efficient", "run4-tp4-idle")]}
+# A later H100 session, slower under hogs for every contender (93bd809 itself: p99 0.74 there):
+# this release's waiting on 16 CPUs is the 300 µs slice, the variant beside a2c2635's default.
+H100_LATER = "2026-12-07-h100-a2c2635-slice-variants"
+H100_LATER_HOGS = {tp: [f"{H100_LATER}/tp{tp}-a16-a2c2635-r{i}.json.gz" for i in (1, 2)] for tp in (8, 4)}
+H100_LATER_BASE = f"{H100_LATER}/tp8-a16-93bd809-r3.json.gz"
+SLICE_300 = "rdmaq-shm@RDMAQ_SLICE_US=300"
 DEV2_MICRO = "2026-12-07-dev2core-f81155f-writer-ab-93bd809"
-DEV2_RUNS = {"contended": [f"{DEV2_MICRO}/contended-f81155f-r{i}.json.gz" for i in (1, 2, 3)],
+DEV2_CONTENDED = "2026-12-07-dev2core-cdfa2dd-slice-rule-ab-d8ac9fe"
+DEV2_RUNS = {"contended": [f"{DEV2_CONTENDED}/contended-cdfa2dd-r{i}.json.gz" for i in (1, 2, 3)],
              "idle": [f"{DEV2_MICRO}/idle-f81155f-r{i}.json.gz" for i in (1, 2, 3)]}
 P50_P99_P999 = ["p50_ratio", "p99_ratio", "p999_ratio"]
 
@@ -205,6 +212,13 @@ def readme_rows() -> list[tuple[str, str, str, str, str]]:
          micro_each(H100_HOGS[8], 8, 16, P50_P99_P999), link(H100_HOGS[8][0], p)),
         ("same", "TP=4, 16 CPU hogs", latency3, micro_each(H100_HOGS[4], 4, 16, P50_P99_P999),
          link(H100_HOGS[4][0], p)),
+        ("same machine type, a later session (slower under hogs for every contender: the 93bd809 "
+         f"code gave {fmt(micro_median(H100_LATER_BASE, 8, 16, 'p99_ratio'))} there)",
+         "TP=8 / TP=4, 16 CPU hogs (the 300 µs slice, which this release keeps where readers fit the "
+         "CPUs: the variant run beside a2c2635's 100 µs)", "dispatch latency p99 (slowest reader); two runs each",
+         ", ".join(fmt(micro_median(n, 8, 16, "p99_ratio", SLICE_300)) for n in H100_LATER_HOGS[8]) + " / "
+         + ", ".join(fmt(micro_median(n, 4, 16, "p99_ratio", SLICE_300)) for n in H100_LATER_HOGS[4]),
+         link(H100_LATER_HOGS[8][0], p)),
         ("same", "TP=8 / TP=4, idle machine: **at TP=4 not ahead in every run**",
          "dispatch latency p50 / p99; two runs / four runs",
          " and ".join(micro(n, 8, 0, ["p50_ratio", "p99_ratio"]) for n in H100_IDLE[8]) + "; "
