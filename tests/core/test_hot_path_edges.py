@@ -43,13 +43,14 @@ def test_a_get_of_up_to_exactly_the_scratch_size_takes_the_fast_path(transport, 
         w.close()
 
 
+@pytest.mark.parametrize("kind", [bytes, bytearray])  # straight to C, or through an iovec
 @pytest.mark.parametrize(("size", "fast"), [(HOLD_GIL_BYTES - 1, True), (HOLD_GIL_BYTES, True),
                                             (HOLD_GIL_BYTES + 1, False)])
-def test_a_put_of_up_to_exactly_hold_gil_bytes_takes_the_fast_path(transport, size, fast):
+def test_a_put_of_up_to_exactly_hold_gil_bytes_takes_the_fast_path(transport, size, fast, kind):
     w, r = _pair(transport, slot_bytes=1 << 20, slots=4)
     try:
         msg = _payload(size, 3)
-        w.put(msg, timeout=TIMEOUT)
+        w.put(kind(msg), timeout=TIMEOUT)
         assert w.stats["immediate"] == int(fast)
         assert r.get(timeout=TIMEOUT) == msg
     finally:

@@ -492,3 +492,13 @@ def test_a_cgroup_quota_is_read_from_cpu_max(monkeypatch):
     assert policy.cpu_quota() == 2.5
     files["/sys/fs/cgroup/serve/x/cpu.max"] = "max 100000\n"
     assert policy.cpu_quota() is None
+
+
+def test_a_kernel_option_is_read_from_the_kernel_s_config(monkeypatch):
+    """_kernel_config gives an option's value as /proc/config.gz writes it, None when absent."""
+    import gzip
+    import io
+    monkeypatch.setattr(gzip, "open", lambda path, mode: io.StringIO("# comment\nCONFIG_HZ=250\nCONFIG_X=y\n"))
+    assert doctor._kernel_config("HZ") == "250"
+    assert doctor._kernel_config("X") == "y"
+    assert doctor._kernel_config("PREEMPT") is None
