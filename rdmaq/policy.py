@@ -9,9 +9,9 @@ csrc/busy.h).  Elsewhere "auto" waits as "efficient" does: a spinning reader wou
 the CPU its writer or another reader needs (measured: docs/benchmarks/hotpath-h200.md).
 Both policies block with a short scheduler slice (csrc/slice.h): RDMAQ_SLICE_US, 300 µs by
 default, but the kernel's least, 100 µs, where the queue's readers and writer outnumber the
-CPUs (the writer's slice too: ``slice_us``): readers woken together then share a CPU, and there the longer slice doubled the 10 ms
-pace's p99 (docs/benchmarks/waiting.md); where each has a CPU, 100 µs gained nothing and
-its p50 was no better.
+CPUs (for the writer too: ``slice_us``): readers woken together then share a CPU, and there
+the longer slice doubled the 10 ms pace's p99 (docs/benchmarks/waiting.md); where each has
+a CPU, 100 µs gained nothing and its p50 was no better.
 ``decide`` is pure, so a test can ask it about any machine; ``for_reader`` asks it about
 this one, as every Reader does and as `rdmaq doctor` reports it.
 """
