@@ -70,15 +70,9 @@ def this_machine() -> Machine:
                    os.path.exists("/proc/thread-self/schedstat"))
 
 
-def crowded(n_readers: int, machine: Machine) -> bool:
-    """The queue's readers and its writer outnumber the CPUs this process may use: both the
-    free spin and the longer slice are off there."""
-    return n_readers + 1 > machine.cpus
-
-
 def slice_for(n_readers: int, machine: Machine) -> int:
     """RDMAQ_SLICE_US's default for an endpoint of a queue of ``n_readers`` on ``machine``."""
-    return CROWDED_SLICE_US if crowded(n_readers, machine) else settings.default("RDMAQ_SLICE_US")
+    return CROWDED_SLICE_US if n_readers + 1 > machine.cpus else settings.default("RDMAQ_SLICE_US")
 
 
 def slice_us(n_readers: int, environ: Mapping[str, str] | None = None,
@@ -109,7 +103,7 @@ def decide(policy: str, n_readers: int, free_spin_us: int, machine: Machine,
     if not machine.schedstat:
         return Decision(policy, 0, "policy auto without /proc/thread-self/schedstat: a reader "
                                    f"cannot tell a free CPU from a contended one, so it {efficient}", sl)
-    if crowded(n_readers, machine):
+    if n_readers + 1 > machine.cpus:
         return Decision(policy, 0, f"policy auto, {readers} on "
                                    f"{machine.cpus} CPUs: they outnumber them, and a spinning "
                                    f"reader takes the CPU its writer needs, so a reader {efficient}", sl)
