@@ -63,9 +63,10 @@ void rdmaq_cadence_init(struct rdmaq_cadence *c);
 /* A message stamped `stamp` by the writer was seen at `seen`. */
 void rdmaq_cadence_observe(struct rdmaq_cadence *c, int64_t stamp, int64_t seen);
 /*
- * Is the next message predictable from `now`?  Fills *w if so: a window
- * spanning every recent interval when the spin budget allows, else the
- * budget's worth of spin placed where most recent intervals fall.
+ * Is the next message predictable from `now`?  Fills *w if so: the spin
+ * budget's worth of window, from the shortest recent interval when the
+ * budget spans every one of them (with a guard each side), else from
+ * where most recent intervals fall.
  */
 bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad_window *w);
 /*

@@ -46,8 +46,24 @@ static void test_steady_pace_predicts_the_next_message(void)
 	due = t + MS + 2 * US; /* next stamp, in the reader's clock */
 	CHECK(w.spin_from <= due && due <= w.spin_until);
 	CHECK(w.sleep_until <= w.spin_from);
-	/* A steady writer needs only a short window, far below the budget. */
-	CHECK(w.spin_until - w.spin_from <= 2 * RDMAQ_CAD_GUARD_NS);
+	/* A steady writer's window opens only a guard before the message is due. */
+	CHECK(due - w.spin_from <= RDMAQ_CAD_GUARD_NS);
+}
+
+static void test_a_late_message_within_the_budget_finds_the_window_open(void)
+{
+	struct rdmaq_cadence c;
+	struct rdmaq_cad_window w;
+	int64_t t, due;
+
+	rdmaq_cadence_init(&c);
+	t = feed(&c, 0, 20, MS, 2 * US);
+	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
+	due = t + MS + 2 * US;
+	/* 100 us later than any interval seen: still inside the window, which
+	 * ends where the budget does, not a guard past the longest interval */
+	CHECK(due + 100 * US <= w.spin_until);
+	CHECK(w.spin_until - w.spin_from == MS / RDMAQ_CAD_BUDGET_DIV);
 }
 
 static void test_spin_is_bounded_by_the_budget(void)
@@ -401,6 +417,7 @@ int main(void)
 {
 	test_no_window_before_enough_intervals();
 	test_steady_pace_predicts_the_next_message();
+	test_a_late_message_within_the_budget_finds_the_window_open();
 	test_spin_is_bounded_by_the_budget();
 	test_irregular_pace_gets_no_window();
 	test_too_fast_or_too_slow_gets_no_window();

@@ -498,7 +498,9 @@ def test_a_kernel_option_is_read_from_the_kernel_s_config(monkeypatch):
     """_kernel_config gives an option's value as /proc/config.gz writes it, None when absent."""
     import gzip
     import io
-    monkeypatch.setattr(gzip, "open", lambda path, mode: io.StringIO("# comment\nCONFIG_HZ=250\nCONFIG_X=y\n"))
+    config = '# comment\nCONFIG_HZ=250\nCONFIG_X=y\nCONFIG_CMDLINE="console=ttyS0 quiet"\n'
+    monkeypatch.setattr(gzip, "open", lambda path, mode: io.StringIO(config))
     assert doctor._kernel_config("HZ") == "250"
     assert doctor._kernel_config("X") == "y"
+    assert doctor._kernel_config("CMDLINE") == '"console=ttyS0 quiet"'  # a value may hold "="
     assert doctor._kernel_config("PREEMPT") is None
