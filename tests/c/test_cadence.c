@@ -34,16 +34,23 @@ static void test_no_window_before_enough_intervals(void)
 	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
 }
 
+/* A writer steady at 1 ms for 20 messages: the window for the next; returns when it is due. */
+static int64_t steady_window(struct rdmaq_cadence *c, struct rdmaq_cad_window *w)
+{
+	int64_t t;
+
+	rdmaq_cadence_init(c);
+	t = feed(c, 0, 20, MS, 2 * US);
+	CHECK(rdmaq_cadence_window(c, t + 10 * US, w));
+	return t + MS + 2 * US; /* next stamp, in the reader's clock */
+}
+
 static void test_steady_pace_predicts_the_next_message(void)
 {
 	struct rdmaq_cadence c;
 	struct rdmaq_cad_window w;
-	int64_t t, due;
+	int64_t due = steady_window(&c, &w);
 
-	rdmaq_cadence_init(&c);
-	t = feed(&c, 0, 20, MS, 2 * US);
-	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
-	due = t + MS + 2 * US; /* next stamp, in the reader's clock */
 	CHECK(w.spin_from <= due && due <= w.spin_until);
 	CHECK(w.sleep_until <= w.spin_from);
 	/* A steady writer's window opens only a guard before the message is due. */
@@ -54,12 +61,8 @@ static void test_a_late_message_within_the_budget_finds_the_window_open(void)
 {
 	struct rdmaq_cadence c;
 	struct rdmaq_cad_window w;
-	int64_t t, due;
+	int64_t due = steady_window(&c, &w);
 
-	rdmaq_cadence_init(&c);
-	t = feed(&c, 0, 20, MS, 2 * US);
-	CHECK(rdmaq_cadence_window(&c, t + 10 * US, &w));
-	due = t + MS + 2 * US;
 	/* 100 us later than any interval seen: still inside the window, which
 	 * ends where the budget does, not a guard past the longest interval */
 	CHECK(due + 100 * US <= w.spin_until);
