@@ -113,21 +113,20 @@ bool rdmaq_cadence_window(struct rdmaq_cadence *c, int64_t now, struct rdmaq_cad
 	due = c->last_stamp + c->offset;
 	guard = RDMAQ_CAD_GUARD_NS + (hi - lo) / 4;
 	if (hi - lo + 2 * guard <= budget) {
-		/* The window covers every interval seen, what the tail needs, and
-		 * stays open to the budget's end: a message later than all 32
-		 * (about one in 16) still finds the reader spinning, where
-		 * blocking would cost a wake-up, and one on time ends the spin
-		 * where it ended before. */
+		/* The window covers every interval seen: what the tail needs. */
 		w->spin_from = due + lo - guard;
-		w->spin_until = w->spin_from + budget;
 	} else {
 		/* It cannot: spend the budget where most intervals fell, not
 		 * from the shortest one (one stall, or the writer's early
 		 * catch-up, would otherwise end every window before its message). */
 		lo = iv[densest_run(c, budget - 2 * RDMAQ_CAD_GUARD_NS)];
 		w->spin_from = due + lo - RDMAQ_CAD_GUARD_NS;
-		w->spin_until = w->spin_from + budget;
 	}
+	/* Either way it stays open to the budget's end: a message later than
+	 * every interval seen (about one in 16 of 32) still finds the reader
+	 * spinning, where blocking would cost a wake-up, and one on time ends
+	 * the spin where it would have ended anyway. */
+	w->spin_until = w->spin_from + budget;
 	if (now >= w->spin_until)
 		return false; /* late already: block as usual */
 	w->sleep_until = w->spin_from - rdmaq_cadence_margin(c);
